@@ -1,0 +1,68 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/svc-dev/svc/modules/health"
+	"github.com/svc-dev/svc/platform/httpx"
+)
+
+// buildControl is the control plane's composition root: it lists the modules mounted.
+func buildControl(ctx context.Context, d *deps) (*plane, error) {
+	e := httpx.NewEcho(httpx.Options{
+		Logger:      d.log.With().Str("plane", "control").Logger(),
+		CORSOrigins: d.cfg.CORSOrigins,
+		BodyLimit:   d.cfg.BodyLimit,
+	})
+	p := &plane{name: "control", addr: d.cfg.ControlAddr, echo: e}
+	p.modules = []httpx.Module{
+		health.New(nil,
+			health.Check{Name: "database", Fn: d.db.Ready},
+			health.Check{Name: "inference", Fn: inferenceHealth(d.cfg.InferenceURL)},
+		),
+	}
+	if err := p.mount(d, "svc control plane"); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// buildInference is the inference plane's composition root.
+func buildInference(ctx context.Context, d *deps) (*plane, error) {
+	e := httpx.NewEcho(httpx.Options{
+		Logger:       d.log.With().Str("plane", "inference").Logger(),
+		CORSOrigins:  d.cfg.CORSOrigins,
+		BodyLimit:    d.cfg.BodyLimit,
+		OpenAIPrefix: "/v1/",
+	})
+	p := &plane{name: "inference", addr: d.cfg.InferenceAddr, echo: e}
+	p.modules = []httpx.Module{
+		health.New(nil, health.Check{Name: "database", Fn: d.db.Ready}),
+	}
+	if err := p.mount(d, "svc inference plane"); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func inferenceHealth(base string) func(ctx context.Context) error {
+	client := &http.Client{Timeout: 2 * time.Second}
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/healthz", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("inference plane unreachable at %s", base)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("inference plane /healthz answered %d", resp.StatusCode)
+		}
+		return nil
+	}
+}
