@@ -18,6 +18,8 @@ import (
 	"github.com/svc-dev/svc/platform/apperr"
 	"github.com/svc-dev/svc/platform/config"
 	"github.com/svc-dev/svc/platform/database"
+	"github.com/svc-dev/svc/platform/events"
+	"github.com/svc-dev/svc/platform/secrets"
 	"github.com/svc-dev/svc/platform/httpx"
 	"github.com/svc-dev/svc/platform/log"
 	"github.com/svc-dev/svc/platform/openapi"
@@ -56,6 +58,8 @@ type deps struct {
 	cfg    *config.Config
 	log    zerolog.Logger
 	db     *database.DB
+	keys   *secrets.Keyring
+	bus    *events.Bus
 	closer []func() error
 }
 
@@ -75,7 +79,14 @@ func serveUntilDone(ctx context.Context, cfg *config.Config, which string, logge
 	if err != nil {
 		return &exitError{code: 1, err: fmt.Errorf("database: %w", err)}
 	}
-	d := &deps{cfg: cfg, log: logger, db: db}
+	keys, err := loadKeys(cfg, logger)
+	if err != nil {
+		_ = db.Close()
+		return err
+	}
+	bus := events.NewBus(events.Options{})
+	d := &deps{cfg: cfg, log: logger, db: db, keys: keys, bus: bus}
+	d.closer = append(d.closer, func() error { bus.Close(); return nil })
 	defer func() {
 		for i := len(d.closer) - 1; i >= 0; i-- {
 			_ = d.closer[i]()
@@ -234,4 +245,18 @@ func dbGate(db *database.DB) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// loadKeys parses SERVICE_SECRET_KEY; unset means an ephemeral key, with a warning that
+// stored secrets will not survive a restart.
+func loadKeys(cfg *config.Config, logger zerolog.Logger) (*secrets.Keyring, error) {
+	if cfg.SecretKey == "" {
+		logger.Warn().Msg("SERVICE_SECRET_KEY is unset: using an ephemeral key; stored secrets will not survive a restart")
+		return secrets.Ephemeral(), nil
+	}
+	keys, err := secrets.ParseKeys(cfg.SecretKey)
+	if err != nil {
+		return nil, &config.Error{Env: "SERVICE_SECRET_KEY", Err: err}
+	}
+	return keys, nil
 }
