@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"time"
 
+	"github.com/svc-dev/svc/modules/artifacts"
 	"github.com/svc-dev/svc/modules/health"
 	"github.com/svc-dev/svc/platform/httpx"
 )
@@ -16,9 +18,16 @@ func buildControl(ctx context.Context, d *deps) (*plane, error) {
 		Logger:      d.log.With().Str("plane", "control").Logger(),
 		CORSOrigins: d.cfg.CORSOrigins,
 		BodyLimit:   d.cfg.BodyLimit,
+		// Uploads stream to disk under their own limit (SERVICE_ARTIFACT_MAX_BYTES).
+		BodyLimitSkip: artifacts.SkipBodyLimit,
 	})
 	p := &plane{name: "control", addr: d.cfg.ControlAddr, echo: e}
+	artifactStore, err := artifacts.NewService(d.db, filepath.Join(d.cfg.DataDir, "artifacts"), d.cfg.ArtifactMaxBytes, d.log)
+	if err != nil {
+		return nil, err
+	}
 	p.modules = []httpx.Module{
+		artifacts.New(artifactStore),
 		health.New(nil,
 			health.Check{Name: "database", Fn: d.db.Ready},
 			health.Check{Name: "inference", Fn: inferenceHealth(d.cfg.InferenceURL)},
