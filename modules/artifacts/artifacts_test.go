@@ -430,4 +430,3 @@ func FuzzValidRef(f *testing.F) {
 		}
 	})
 }
-
