@@ -58,9 +58,9 @@ func TestLoopMaxIterationsNotes(t *testing.T) {
 func TestLoopErrors(t *testing.T) {
 	body := `{"nodes":[{"id":"o","kind":"output"}],"edges":[]}`
 	cases := map[string]struct{ node, code string }{
-		`{"id":"l","kind":"loop","maxIterations":0,"body":` + body + `}`:                      {"l", "invalid_ir"},
-		`{"id":"l","kind":"loop","maxIterations":2,"until":"1","body":` + body + `}`:          {"l", "transform_error"},
-		`{"id":"l","kind":"loop","maxIterations":2,"until":"$in.in.x.y","body":` + body + `}`: {"l", "transform_error"},
+		`{"id":"l","kind":"loop","maxIterations":0,"body":` + body + `}`:                                                              {"l", "invalid_ir"},
+		`{"id":"l","kind":"loop","maxIterations":2,"until":"1","body":` + body + `}`:                                                  {"l", "transform_error"},
+		`{"id":"l","kind":"loop","maxIterations":2,"until":"$in.in.x.y","body":` + body + `}`:                                         {"l", "transform_error"},
 		`{"id":"l","kind":"loop","maxIterations":2,"body":{"nodes":[{"id":"t","kind":"transform","expr":"$in.in.nope"}],"edges":[]}}`: {"l/0/t", "transform_error"},
 	}
 	for node, want := range cases {
