@@ -251,11 +251,15 @@ func (v *validator) node(n *Node, np string, ports []string, depth int) {
 		v.add(pointer(np, "agent"), "a subgraph cannot run the agent it belongs to")
 	}
 	if n.Over != "" {
-		v.selector(pointer(np, "over"), n.Over, ports)
+		if tok, ok := IsSingleToken(n.Over); !ok {
+			v.add(pointer(np, "over"), "over must be a single $in.<port>.<path> token naming a list")
+		} else {
+			v.port(pointer(np, "over"), tok.Port, ports, "token "+tok.Raw)
+		}
 	}
 	if n.Until != "" {
-		// until sees the loop's own inputs plus the body's latest output and the iteration count.
-		v.expression(pointer(np, "until"), n.Until, append(slices.Clone(ports), LoopPortOut, LoopPortIteration))
+		// until is evaluated after each iteration with $in.in bound to that iteration's output.
+		v.expression(pointer(np, "until"), n.Until, []string{PortIn})
 	}
 	if n.Body != nil && (n.Kind == KindLoop || n.Kind == KindMap) {
 		bp := pointer(np, "body")
@@ -269,12 +273,6 @@ func (v *validator) node(n *Node, np string, ports []string, depth int) {
 		v.graph(n.Body, bp, depth+1)
 	}
 }
-
-// Names visible to a loop's until expression besides the loop's input ports.
-const (
-	LoopPortOut       = "out"       // the body's output of the iteration just finished
-	LoopPortIteration = "iteration" // the number of iterations finished (1-based)
-)
 
 func (v *validator) port(path, port string, ports []string, what string) {
 	if slices.Contains(ports, port) {

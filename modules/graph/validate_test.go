@@ -40,7 +40,7 @@ const everyKindIR = `{
     {"id": "chat", "kind": "llm", "model": "chat-small", "messages": [{"role": "user", "content": "$in.in.text"}]},
     {"id": "approve", "kind": "human", "prompt": "Approve $in.in.text?"},
     {"id": "sub", "kind": "subgraph", "agent": "helper", "version": "3"},
-    {"id": "repeat", "kind": "loop", "maxIterations": 5, "until": "$in.out.done || $in.iteration >= 3",
+    {"id": "repeat", "kind": "loop", "maxIterations": 5, "until": "$in.in.done",
      "body": {"nodes": [{"id": "step", "kind": "transform", "expr": "{done: true, n: $in.in}"}, {"id": "res", "kind": "output"}], "edges": [{"source": "step", "target": "res"}]}},
     {"id": "each", "kind": "map", "over": "$in.in.items", "concurrency": 4,
      "body": {"nodes": [{"id": "double", "kind": "transform", "expr": "$in.in * 2"}, {"id": "res", "kind": "output", "value": "$in.in"}], "edges": [{"source": "double", "target": "res"}]}},
@@ -186,8 +186,11 @@ func TestValidateProblems(t *testing.T) {
 		{"empty nodes", func(t *testing.T) string { return `{"id":"x","nodes":[]}` }, []wantProblem{{"/nodes", "", "minItems"}}},
 		{"wrong types", func(t *testing.T) string { return `{"id":5,"nodes":{}}` }, []wantProblem{{"/id", "", "want string"}, {"/nodes", "", "want array"}}},
 		{"until reads body output", func(t *testing.T) string {
-			return `{"nodes":[{"id":"l","kind":"loop","maxIterations":3,"until":"$in.other.x","body":{"nodes":[{"id":"o","kind":"output"}]}}]}`
-		}, []wantProblem{{"/nodes/0/until", "l", `reads port "other"`}}},
+			return `{"nodes":[{"id":"l","kind":"loop","maxIterations":3,"until":"$in.out.x","body":{"nodes":[{"id":"o","kind":"output"}]}}]}`
+		}, []wantProblem{{"/nodes/0/until", "l", `reads port "out", but this node only receives "in"`}}},
+		{"over is a token", func(t *testing.T) string {
+			return `{"nodes":[{"id":"m","kind":"map","over":"$in.in.items ?? []","body":{"nodes":[{"id":"o","kind":"output"}]}}]}`
+		}, []wantProblem{{"/nodes/0/over", "m", "single $in.<port>.<path> token"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
