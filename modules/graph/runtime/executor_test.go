@@ -170,8 +170,8 @@ func TestNodeKindsTable(t *testing.T) {
 		},
 		{
 			name:  "guardrail jsonSchema fail",
-			ir:    `{"nodes":[{"id":"g","kind":"guardrail","checks":[{"type":"jsonSchema","schema":{"type":"object","required":["name"]}}]},{"id":"ok","kind":"output","value":"ok"},{"id":"bad","kind":"output","value":"bad"}],"edges":[{"source":"g","sourcePort":"pass","target":"ok"},{"source":"g","sourcePort":"fail","target":"bad"}]}`,
-			input: `{}`, output: `"bad"`,
+			ir:    `{"nodes":[{"id":"g","kind":"guardrail","checks":[{"type":"jsonSchema","schema":{"type":"object","required":["name"]}}]},{"id":"ok","kind":"output","value":"ok"},{"id":"bad","kind":"output","value":"$in.in.reason"}],"edges":[{"source":"g","sourcePort":"pass","target":"ok"},{"source":"g","sourcePort":"fail","target":"bad"}]}`,
+			input: `{}`, output: `"value does not match the schema: at '': missing property 'name'"`,
 		},
 		{
 			name:  "guardrail bad pattern",

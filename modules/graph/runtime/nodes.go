@@ -191,8 +191,12 @@ func (c *compiledCheck) eval(v any) (reason string, passed bool) {
 			}
 		}
 	case "jsonSchema":
-		if err := c.schema.Validate(normalizeJSON(v)); err != nil {
-			return "value does not match the schema: " + firstLine(err.Error()), false
+		inst, err := graph.ToSchemaInstance(v)
+		if err != nil {
+			return "value is not JSON: " + err.Error(), false
+		}
+		if err := c.schema.Validate(inst); err != nil {
+			return "value does not match the schema: " + schemaReason(err), false
 		}
 	}
 	return "", true
@@ -238,51 +242,15 @@ func isEmpty(v any) bool {
 	return false
 }
 
-// normalizeJSON converts values built by expressions (ints, typed maps) into the plain JSON
-// forms the schema validator understands.
-func normalizeJSON(v any) any {
-	switch v.(type) {
-	case nil, string, bool, float64, map[string]any, []any:
-		if !needsNormalize(v) {
-			return v
-		}
+// schemaReason keeps the validator's findings ("at '/name': missing property 'x'") and drops
+// its header line, which only names the schema's internal location.
+func schemaReason(err error) string {
+	lines := strings.Split(strings.TrimSpace(err.Error()), "\n")
+	if len(lines) > 1 {
+		lines = lines[1:]
 	}
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return v
+	for i, l := range lines {
+		lines[i] = strings.TrimLeft(strings.TrimSpace(l), "- ")
 	}
-	var out any
-	if json.Unmarshal(raw, &out) != nil {
-		return v
-	}
-	return out
-}
-
-func needsNormalize(v any) bool {
-	switch x := v.(type) {
-	case nil, string, bool, float64:
-		return false
-	case map[string]any:
-		for _, e := range x {
-			if needsNormalize(e) {
-				return true
-			}
-		}
-		return false
-	case []any:
-		for _, e := range x {
-			if needsNormalize(e) {
-				return true
-			}
-		}
-		return false
-	}
-	return true
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
+	return strings.Join(lines, "; ")
 }

@@ -1,7 +1,6 @@
 package runtime
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -60,14 +59,11 @@ type compiledCheck struct {
 	schema  *jsonschema.Schema
 }
 
-// maxBodyDepth bounds how deeply loop and map bodies may nest inside one graph.
-const maxBodyDepth = 16
-
 // compile builds a plan. Structural faults (duplicate ids, dangling edges, cycles) make the
 // graph non-executable and are reported as invalid_ir.
 func compile(g *graph.Graph, depth int) (*plan, error) {
-	if depth > maxBodyDepth {
-		return nil, ErrInvalidGraph.Msg("bodies nest deeper than %d levels", maxBodyDepth)
+	if depth > graph.MaxBodyNesting {
+		return nil, ErrInvalidGraph.Msg("bodies nest deeper than %d levels", graph.MaxBodyNesting)
 	}
 	p := &plan{g: g, index: make(map[string]int, len(g.Nodes))}
 	p.nodes = make([]*pnode, len(g.Nodes))
@@ -207,7 +203,7 @@ func compileChecks(specs []graph.GuardrailCheck) ([]compiledCheck, error) {
 				cc.regexps = append(cc.regexps, re)
 			}
 		case "jsonSchema":
-			sch, err := compileSchema(c.Schema)
+			sch, err := graph.CompileJSONSchema(c.Schema)
 			if err != nil {
 				return nil, fmt.Errorf("checks[%d]: bad schema: %w", i, err)
 			}
@@ -218,36 +214,6 @@ func compileChecks(specs []graph.GuardrailCheck) ([]compiledCheck, error) {
 		out = append(out, cc)
 	}
 	return out, nil
-}
-
-// compileSchema compiles an inline JSON Schema; remote references are refused because the
-// default loader would reach out to the network or the file system.
-func compileSchema(schema map[string]any) (*jsonschema.Schema, error) {
-	if schema == nil {
-		return nil, fmt.Errorf("schema is missing")
-	}
-	// Round-trip through JSON so numbers are in the form the compiler expects.
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		return nil, err
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(refusingLoader{})
-	if err := c.AddResource("inline.json", doc); err != nil {
-		return nil, err
-	}
-	return c.Compile("inline.json")
-}
-
-// refusingLoader refuses every external $ref.
-type refusingLoader struct{}
-
-func (refusingLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("external schema references are not allowed: %s", url)
 }
 
 // planCache holds compiled plans by content key. It is bounded; when full, an arbitrary entry
