@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/svc-dev/svc/modules/artifacts"
+	"github.com/svc-dev/svc/modules/credentials"
+	"github.com/svc-dev/svc/modules/engines"
 	"github.com/svc-dev/svc/modules/health"
+	"github.com/svc-dev/svc/modules/models"
 	"github.com/svc-dev/svc/platform/httpx"
 )
 
@@ -48,8 +52,18 @@ func buildInference(ctx context.Context, d *deps) (*plane, error) {
 		OpenAIPrefix: "/v1/",
 	})
 	p := &plane{name: "inference", addr: d.cfg.InferenceAddr, echo: e}
+	credSvc := credentials.New(d.db, d.keys, os.Getenv)
+	engineSvc := engines.New(engines.Options{MaxResident: d.cfg.MaxResident})
+	modelSvc := models.New(d.db, engineSvc, credSvc, models.Options{})
 	p.modules = []httpx.Module{
-		health.New(nil, health.Check{Name: "database", Fn: d.db.Ready}),
+		// /readyz stays 200 while the database is up and any engine is available.
+		health.New(engineSvc.Report,
+			health.Check{Name: "database", Fn: d.db.Ready},
+			health.Check{Name: "engines", Fn: engineSvc.AnyReady},
+		),
+		models.NewModule(modelSvc),
+		credentials.NewModule(credSvc),
+		engines.NewModule(engineSvc),
 	}
 	if err := p.mount(d, "svc inference plane"); err != nil {
 		return nil, err
