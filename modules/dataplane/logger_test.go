@@ -1,0 +1,9 @@
+package dataplane_test
+
+import (
+	"io"
+
+	"github.com/rs/zerolog"
+)
+
+func testLogger(w io.Writer) zerolog.Logger { return zerolog.New(w) }
