@@ -184,4 +184,3 @@ func (o *object) capTokens(limit int) error {
 	}
 	return nil
 }
-

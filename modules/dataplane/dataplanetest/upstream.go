@@ -224,8 +224,8 @@ func (u *Upstream) chat(w http.ResponseWriter, r *http.Request, rec *Recorded) {
 		writeJSON(w, map[string]any{
 			"id": "chatcmpl-1", "object": "chat.completion", "created": created, "model": model,
 			"system_fingerprint": nil,
-			"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": answer, "refusal": nil}, "logprobs": nil, "finish_reason": "stop"}},
-			"usage":   map[string]any{"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
+			"choices":            []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": answer, "refusal": nil}, "logprobs": nil, "finish_reason": "stop"}},
+			"usage":              map[string]any{"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8},
 		})
 		return
 	}
