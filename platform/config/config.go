@@ -32,6 +32,7 @@ type Config struct {
 	BodyLimit        int64
 	ArtifactMaxBytes int64
 	ShutdownTimeout  time.Duration
+	UpstreamTimeout  time.Duration
 	OTLPEndpoint     string
 }
 
@@ -129,6 +130,14 @@ func Settings() []Setting {
 				return fmt.Errorf("must be a duration such as 15s")
 			}
 			c.ShutdownTimeout = d
+			return nil
+		}},
+		{"SERVICE_UPSTREAM_TIMEOUT", "upstream-timeout", "5m", "inference plane: the longest a model upstream may stay silent (before answering, or between two chunks) before 504 upstream_timeout", func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return fmt.Errorf("must be a positive duration such as 5m")
+			}
+			c.UpstreamTimeout = d
 			return nil
 		}},
 		{"SERVICE_OTLP_ENDPOINT", "otlp-endpoint", "", "OTLP/HTTP traces endpoint (e.g. http://127.0.0.1:4318); empty = no export", func(c *Config, v string) error {
