@@ -245,10 +245,8 @@ func (r *run) execSubgraph(ctx context.Context, pn *pnode, inputs map[string]any
 		if ctx.Err() != nil {
 			return outcome{err: ErrCanceled.Wrap(ctx.Err())}
 		}
-		o := fail("agent %q could not be loaded: %v", n.Agent, err)
-		o.err = ErrSubgraph.Msg("node %q: agent %q could not be loaded", key, n.Agent).
-			WithDetails(map[string]any{"node": key, "agent": n.Agent, "version": n.Version, "contentHash": n.ContentHash}).Wrap(err)
-		return o
+		return outcome{attr: attr, err: ErrSubgraph.Msg("node %q: agent %q could not be loaded", key, n.Agent).
+			WithDetails(map[string]any{"node": key, "agent": n.Agent, "version": n.Version, "contentHash": n.ContentHash}).Wrap(err)}
 	}
 	if g == nil {
 		return fail("agent %q loaded without a graph", n.Agent)
