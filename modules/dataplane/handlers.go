@@ -46,9 +46,6 @@ func (m *Module) getModel(c echo.Context) error {
 	id := c.Param("id")
 	t, err := m.models.Lookup(c.Request().Context(), id)
 	if err != nil {
-		if errors.Is(err, ErrModelNotFound) {
-			return ErrModelNotFound.Msg("model %s is not a registered logical id (GET /v1/models lists them)", quote(id))
-		}
 		return err
 	}
 	return c.JSON(http.StatusOK, toModelObject(t))
@@ -57,7 +54,7 @@ func (m *Module) getModel(c echo.Context) error {
 // forwardJSON reads a JSON request, binds its model and sends it upstream with the model
 // rewritten (and max_tokens capped when capTokens). Every other member is sent as the
 // client wrote it.
-func (m *Module) forwardJSON(c echo.Context, path string, capTokens bool) (*exchange, error) {
+func (m *Module) forwardJSON(c echo.Context, path, modality string, capTokens bool) (*exchange, error) {
 	raw, err := httpx.ReadBody(c)
 	if err != nil {
 		return nil, err
@@ -75,7 +72,7 @@ func (m *Module) forwardJSON(c echo.Context, path string, capTokens bool) (*exch
 			return nil, err
 		}
 	}
-	t, up, err := m.bind(c.Request().Context(), id)
+	t, up, err := m.bind(c.Request().Context(), id, modality)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +86,7 @@ func (m *Module) forwardJSON(c echo.Context, path string, capTokens bool) (*exch
 // chatCompletions relays streaming and non-streaming completions; message content (text
 // and image_url parts alike) is passed through untouched.
 func (m *Module) chatCompletions(c echo.Context) error {
-	x, err := m.forwardJSON(c, "/chat/completions", true)
+	x, err := m.forwardJSON(c, "/chat/completions", ModalityChat, true)
 	if err != nil {
 		return err
 	}
@@ -98,7 +95,7 @@ func (m *Module) chatCompletions(c echo.Context) error {
 }
 
 func (m *Module) embeddings(c echo.Context) error {
-	x, err := m.forwardJSON(c, "/embeddings", false)
+	x, err := m.forwardJSON(c, "/embeddings", ModalityEmbeddings, false)
 	if err != nil {
 		return err
 	}
@@ -110,7 +107,7 @@ func (m *Module) embeddings(c echo.Context) error {
 // whole before answering so that an empty or aborted synthesis becomes a 502
 // speech_failed instead of a truncated 200.
 func (m *Module) speech(c echo.Context) error {
-	x, err := m.forwardJSON(c, "/audio/speech", false)
+	x, err := m.forwardJSON(c, "/audio/speech", ModalitySpeech, false)
 	if err != nil {
 		if ae := upstreamFailure(err); ae != nil {
 			return ErrSpeechFailed.Msg("speech synthesis failed upstream: %s; try rephrasing the input (shorter sentences, plain words)", ae.Message).WithDetails(ae.Details)

@@ -17,7 +17,7 @@ import (
 // images answers {created, data: [{b64_json, ...}]}. Upstreams that answer with URLs have
 // each image fetched and base64-encoded, so clients always get the bytes.
 func (m *Module) images(c echo.Context) error {
-	x, err := m.forwardJSON(c, "/images/generations", false)
+	x, err := m.forwardJSON(c, "/images/generations", ModalityImages, false)
 	if err != nil {
 		return err
 	}

@@ -104,7 +104,7 @@ func (m *Module) transcriptions(c echo.Context) error {
 	if !hasFile {
 		return apperr.Invalid("field \"file\" (the audio file) is required")
 	}
-	t, up, err := m.bind(r.Context(), model)
+	t, up, err := m.bind(r.Context(), model, ModalityTranscription)
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,32 @@ type Target struct {
 	Model         string // provider-side model name
 	MaxTokens     int    // 0 = no cap
 	CredentialRef string // "secret://NAME" or empty
-	CreatedAt     time.Time
+	// Modalities the model is registered for (chat, embeddings, transcription, speech,
+	// images); empty = not declared, the upstream decides.
+	Modalities []string
+	CreatedAt  time.Time
+}
+
+// Modalities of the data plane's endpoints.
+const (
+	ModalityChat          = "chat"
+	ModalityEmbeddings    = "embeddings"
+	ModalityTranscription = "transcription"
+	ModalitySpeech        = "speech"
+	ModalityImages        = "images"
+)
+
+// supports reports whether t serves modality (undeclared modalities are left to the upstream).
+func (t Target) supports(modality string) bool {
+	if len(t.Modalities) == 0 {
+		return true
+	}
+	for _, m := range t.Modalities {
+		if m == modality {
+			return true
+		}
+	}
+	return false
 }
 
 // Models is the registry as seen by the data plane. Lookup returns an error matching

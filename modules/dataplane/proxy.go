@@ -46,14 +46,14 @@ func (x *exchange) close() {
 	}
 }
 
-// bind looks the logical id up and acquires its upstream.
-func (m *Module) bind(ctx context.Context, id string) (Target, *Upstream, error) {
+// bind looks the logical id up, checks that it serves modality, and acquires its upstream.
+func (m *Module) bind(ctx context.Context, id, modality string) (Target, *Upstream, error) {
 	t, err := m.models.Lookup(ctx, id)
 	if err != nil {
-		if errors.Is(err, ErrModelNotFound) {
-			return Target{}, nil, ErrModelNotFound.Msg("model %s is not a registered logical id (GET /v1/models lists them)", quote(id))
-		}
-		return Target{}, nil, err
+		return Target{}, nil, err // the registry's model_not_found names the id (and engine-name hints)
+	}
+	if !t.supports(modality) {
+		return Target{}, nil, ErrModalityNotSupported.Msg("model %s is registered for %s, not %s", quote(id), strings.Join(t.Modalities, ", "), modality)
 	}
 	b, ok := m.bindings[t.Binding]
 	if !ok {

@@ -40,7 +40,7 @@ func (m *Models) Lookup(_ context.Context, id string) (dataplane.Target, error) 
 	defer m.mu.Unlock()
 	t, ok := m.targets[id]
 	if !ok {
-		return dataplane.Target{}, dataplane.ErrModelNotFound
+		return dataplane.Target{}, dataplane.ErrModelNotFound.Msg("model %q is not registered", id)
 	}
 	return t, nil
 }
