@@ -216,7 +216,10 @@ func (r *run) runGraph(parent context.Context, p *plan, input any, sc scope) gra
 			i := ready[0]
 			ready = ready[1:]
 			running++
-			r.launch(ctx, p.nodes[i], st[i].inputs, sc, done)
+			// A lone ready node with nothing else running runs inline: a chain of nodes
+			// then costs no goroutine hand-offs. done is buffered for every node, so the
+			// inline send cannot block.
+			r.launch(ctx, p.nodes[i], st[i].inputs, sc, done, len(ready) == 0 && running == 1)
 		}
 		if running == 0 {
 			break
@@ -288,7 +291,7 @@ func isComposite(kind string) bool {
 }
 
 // launch starts one node: restored from the store, or executed under the run's bound.
-func (r *run) launch(ctx context.Context, pn *pnode, inputs map[string]any, sc scope, done chan<- completion) {
+func (r *run) launch(ctx context.Context, pn *pnode, inputs map[string]any, sc scope, done chan<- completion, inline bool) {
 	key := sc.key(pn.node.ID)
 	if res, ok := r.restored[key]; ok {
 		// Restored synchronously: nothing runs, so nothing needs a goroutine or a slot.
@@ -298,7 +301,7 @@ func (r *run) launch(ctx context.Context, pn *pnode, inputs map[string]any, sc s
 		done <- completion{idx: pn.idx, out: outcome{res: res, isOutput: pn.node.Kind == graph.KindOutput}, restored: true}
 		return
 	}
-	go func() {
+	work := func() {
 		if !isComposite(pn.node.Kind) {
 			select {
 			case r.sem <- struct{}{}:
@@ -337,7 +340,12 @@ func (r *run) launch(ctx context.Context, pn *pnode, inputs map[string]any, sc s
 		}
 		r.sink.Emit(ev)
 		done <- completion{idx: pn.idx, out: o}
-	}()
+	}
+	if inline {
+		work()
+		return
+	}
+	go work()
 }
 
 // nodeErrorOf turns a run-failing error into the structured form events carry.

@@ -333,3 +333,35 @@ func TestEventsCarryPayloads(t *testing.T) {
 		t.Fatalf("events %+v", rec.all())
 	}
 }
+
+func TestRunFailureCancelsOtherBranches(t *testing.T) {
+	models := modelFunc(func(ctx context.Context, prompt string, emit func(string)) (string, error) {
+		<-ctx.Done() // only returns because the failing branch cancelled the run
+		return "", ctx.Err()
+	})
+	g := mustGraph(t, `{"nodes":[{"id":"slow","kind":"llm","model":"m","prompt":"x"},{"id":"bad","kind":"transform","expr":"$in.in.nope"}],"edges":[]}`)
+	rec := &recorder{}
+	res := runG(t, New(Deps{Models: models}), g, mustJSON(t, `{}`), rec, nil)
+	ae := wantCode(t, res, "transform_error", "bad")
+	if !strings.Contains(ae.Message, `field "nope" is absent`) {
+		t.Fatalf("message %q", ae.Message)
+	}
+	if ev := rec.of(EventNodeFailed, "slow"); len(ev) != 1 || ev[0].Error.Code != "run_canceled" {
+		t.Fatalf("slow branch events %+v", rec.all())
+	}
+}
+
+func TestValidatedExamplesRun(t *testing.T) {
+	for _, src := range []string{greeterIR, triageIR, humanIR} {
+		g, problems := graph.Validate([]byte(src))
+		if len(problems) > 0 {
+			t.Fatalf("validate: %v", problems)
+		}
+		if RequiresDurable(g) {
+			continue
+		}
+		if res := New(Deps{}).Run(context.Background(), Spec{Graph: g, Input: mustJSON(t, `{"name":"Ada","kind":"question","title":"t"}`)}); res.Status != StatusCompleted {
+			t.Fatalf("%+v", res)
+		}
+	}
+}
