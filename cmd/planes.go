@@ -10,6 +10,7 @@ import (
 
 	"github.com/svc-dev/svc/modules/artifacts"
 	"github.com/svc-dev/svc/modules/credentials"
+	"github.com/svc-dev/svc/modules/dataplane"
 	"github.com/svc-dev/svc/modules/engines"
 	"github.com/svc-dev/svc/modules/health"
 	"github.com/svc-dev/svc/modules/models"
@@ -50,11 +51,22 @@ func buildInference(ctx context.Context, d *deps) (*plane, error) {
 		CORSOrigins:  d.cfg.CORSOrigins,
 		BodyLimit:    d.cfg.BodyLimit,
 		OpenAIPrefix: "/v1/",
+		// Audio uploads have the data plane's own limit.
+		BodyLimitSkip: dataplane.SkipBodyLimit,
 	})
 	p := &plane{name: "inference", addr: d.cfg.InferenceAddr, echo: e}
 	credSvc := credentials.New(d.db, d.keys, os.Getenv)
 	engineSvc := engines.New(engines.Options{MaxResident: d.cfg.MaxResident})
 	modelSvc := models.New(d.db, engineSvc, credSvc, models.Options{})
+	dataPlane, err := dataplane.New(dataplane.Options{
+		Models:      dataplaneModels{modelSvc},
+		Credentials: dataplaneCredentials{credSvc},
+		Timeout:     d.cfg.UpstreamTimeout,
+		Logger:      d.log.With().Str("plane", "inference").Str("module", "dataplane").Logger(),
+	})
+	if err != nil {
+		return nil, err
+	}
 	p.modules = []httpx.Module{
 		// /readyz stays 200 while the database is up and any engine is available.
 		health.New(engineSvc.Report,
@@ -64,6 +76,7 @@ func buildInference(ctx context.Context, d *deps) (*plane, error) {
 		models.NewModule(modelSvc),
 		credentials.NewModule(credSvc),
 		engines.NewModule(engineSvc),
+		dataPlane,
 	}
 	if err := p.mount(d, "svc inference plane"); err != nil {
 		return nil, err
