@@ -365,3 +365,25 @@ func TestValidatedExamplesRun(t *testing.T) {
 		}
 	}
 }
+
+func TestPlanCacheIsBoundedAndShared(t *testing.T) {
+	c := newPlanCache(2)
+	a, b := mustGraph(t, greeterIR), mustGraph(t, triageIR)
+	p1, err := c.get(a, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same content, different pointer: the compiled plan is reused.
+	if p2, _ := c.get(mustGraph(t, greeterIR), ""); p2 != p1 {
+		t.Fatal("equal graphs compiled twice")
+	}
+	_, _ = c.get(b, "")
+	_, _ = c.get(mustGraph(t, humanIR), "")
+	if len(c.plans) > 2 {
+		t.Fatalf("cache holds %d plans, bound is 2", len(c.plans))
+	}
+}
+
+func TestNilGraph(t *testing.T) {
+	wantCode(t, New(Deps{}).Run(context.Background(), Spec{}), "invalid_ir", "")
+}

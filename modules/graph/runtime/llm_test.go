@@ -187,3 +187,6 @@ func TestSnakeCase(t *testing.T) {
 		}
 	}
 }
+
+// The inference client is the production ModelClient.
+var _ ModelClient = (*client.Inference)(nil)
