@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/svc-dev/svc/modules/artifacts"
+	"github.com/svc-dev/svc/modules/connections"
 	"github.com/svc-dev/svc/modules/credentials"
 	"github.com/svc-dev/svc/modules/dataplane"
 	"github.com/svc-dev/svc/modules/engines"
@@ -31,8 +32,14 @@ func buildControl(ctx context.Context, d *deps) (*plane, error) {
 	if err != nil {
 		return nil, err
 	}
+	// connectionStore is also the graph runtime's ConnectionResolver (see runtimeConnections).
+	connectionStore, err := connections.NewService(d.db, d.keys, d.log.With().Str("module", "connections").Logger())
+	if err != nil {
+		return nil, err
+	}
 	p.modules = []httpx.Module{
 		artifacts.New(artifactStore),
+		connections.New(connectionStore),
 		health.New(nil,
 			health.Check{Name: "database", Fn: d.db.Ready},
 			health.Check{Name: "inference", Fn: inferenceHealth(d.cfg.InferenceURL)},
