@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/svc-dev/svc/modules/agents"
 	"github.com/svc-dev/svc/modules/artifacts"
 	"github.com/svc-dev/svc/modules/connections"
 	"github.com/svc-dev/svc/modules/credentials"
@@ -37,7 +38,12 @@ func buildControl(ctx context.Context, d *deps) (*plane, error) {
 	if err != nil {
 		return nil, err
 	}
+	agentStore, err := agents.NewService(d.db)
+	if err != nil {
+		return nil, err
+	}
 	p.modules = []httpx.Module{
+		agents.New(agentStore),
 		artifacts.New(artifactStore),
 		connections.New(connectionStore),
 		health.New(nil,
