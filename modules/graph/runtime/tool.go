@@ -144,7 +144,11 @@ func (r *run) execHTTP(ctx context.Context, pn *pnode, key string, spec *graph.T
 		return r.toolFailed(pn, sc, attr, &NodeError{Code: ToolErrBadRequest, Message: fmt.Sprintf("invalid request: method %q", method)})
 	}
 	req.Header = headers
-	resp, err := r.e.http.Do(req)
+	hc := r.e.http
+	if spec.Connection != "" {
+		hc = sameHostRedirects(hc)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return outcome{err: ErrCanceled.Wrap(ctx.Err())}
@@ -183,6 +187,23 @@ func (r *run) execHTTP(ctx context.Context, pn *pnode, key string, spec *graph.T
 	o := ok(graph.PortOut, out)
 	o.attr = attr
 	return o
+}
+
+// sameHostRedirects returns a copy of c that follows redirects only within the original host:
+// a connection's secret (in any header or the query) must not travel to another server. A
+// cross-host redirect is returned as the response itself (a 3xx, so a value on err).
+func sameHostRedirects(c *http.Client) *http.Client {
+	cp := *c
+	cp.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if req.URL.Host != via[0].URL.Host || req.URL.Scheme != via[0].URL.Scheme {
+			return http.ErrUseLastResponse
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &cp
 }
 
 // decodeBody decodes JSON bodies (application/json, +json) and returns others as text.

@@ -206,3 +206,39 @@ func TestMCPTool(t *testing.T) {
 		t.Fatalf("calls %d", calls.Load())
 	}
 }
+
+func TestHTTPToolKeepsSecretsOnHost(t *testing.T) {
+	var leaked atomic.Bool
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Api-Key") != "" || r.URL.Query().Get("token") != "" {
+			leaked.Store(true)
+		}
+	}))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/local" {
+			http.Redirect(w, r, "/final", http.StatusFound)
+			return
+		}
+		if r.URL.Path == "/final" {
+			fmt.Fprint(w, r.Header.Get("X-Api-Key"))
+			return
+		}
+		http.Redirect(w, r, other.URL+"/steal", http.StatusFound)
+	}))
+	defer srv.Close()
+	e := New(Deps{Connections: connections{"k": {Header: "X-Api-Key", Value: "sekrit", Query: map[string]string{"token": "t"}}}})
+	res := runG(t, e, mustGraph(t, toolGraph(t, fmt.Sprintf(`{"type":"http","url":"%s/away","connection":"k"}`, srv.URL), true, 0)), nil, nil, nil)
+	failed, _ := res.Output.(map[string]any)["failed"].(map[string]any)
+	if res.Status != StatusCompleted || failed["code"] != "http_status" || failed["status"] != 302 {
+		t.Fatalf("%+v", res)
+	}
+	if leaked.Load() {
+		t.Fatal("credential followed a cross-host redirect")
+	}
+	// Same-host redirects are followed with the credential.
+	res = runG(t, e, mustGraph(t, toolGraph(t, fmt.Sprintf(`{"type":"http","url":"%s/local","connection":"k"}`, srv.URL), true, 0)), nil, nil, nil)
+	if res.Status != StatusCompleted || res.Output.(map[string]any)["body"] != "sekrit" {
+		t.Fatalf("%+v", res)
+	}
+}
