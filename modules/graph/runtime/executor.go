@@ -85,9 +85,8 @@ type outcome struct {
 
 // completion is what a node goroutine reports to its graph's coordinator.
 type completion struct {
-	idx      int
-	out      outcome
-	restored bool
+	idx int
+	out outcome
 }
 
 // Run executes spec.Graph on spec.Input. It never panics on bad graphs or inputs: faults end
@@ -137,7 +136,6 @@ type nodeState struct {
 	live    bool           // some settled incoming edge carried a value
 	inputs  map[string]any // port → value
 	from    map[string]int // port → index of the edge that supplied the value
-	settled bool
 }
 
 // indexedNote keeps notes in node order, independent of completion order.
@@ -169,7 +167,6 @@ func (r *run) runGraph(parent context.Context, p *plan, input any, sc scope) gra
 
 	var settle func(i int, ports map[string]any)
 	skip := func(i int) {
-		st[i].settled = true
 		now := r.e.now()
 		r.sink.Emit(Event{Type: EventNodeSkipped, RunID: r.id, NodeID: sc.key(p.nodes[i].node.ID), Kind: p.nodes[i].node.Kind, Parent: sc.parent, End: now})
 		settle(i, nil)
@@ -227,7 +224,6 @@ func (r *run) runGraph(parent context.Context, p *plan, input any, sc scope) gra
 		c := <-done
 		running--
 		i := c.idx
-		st[i].settled = true
 		o := c.out
 		if o.err != nil {
 			if fatal == nil || isCancel(fatal) && !isCancel(o.err) {
@@ -298,7 +294,7 @@ func (r *run) launch(ctx context.Context, pn *pnode, inputs map[string]any, sc s
 		now := r.e.now()
 		r.sink.Emit(Event{Type: EventNodeFinished, RunID: r.id, NodeID: key, Kind: pn.node.Kind, Parent: sc.parent,
 			Start: now, End: now, Input: inputs, Output: res.Ports, Status: res.Status, Error: res.Error, Restored: true})
-		done <- completion{idx: pn.idx, out: outcome{res: res, isOutput: pn.node.Kind == graph.KindOutput}, restored: true}
+		done <- completion{idx: pn.idx, out: outcome{res: res, isOutput: pn.node.Kind == graph.KindOutput}}
 		return
 	}
 	work := func() {
