@@ -281,15 +281,29 @@ func TestMissingFileIsNotFound(t *testing.T) {
 }
 
 // pattern is a deterministic, allocation-free byte source (so a test or benchmark can
-// stream tens of megabytes without holding them).
-type pattern struct{ i uint64 }
+// stream tens of megabytes without holding them): a 4093-byte block (prime length, so it
+// never lines up with buffer sizes) repeated.
+type pattern struct {
+	block []byte
+	off   int
+}
+
+func newPattern() *pattern {
+	b := make([]byte, 4093)
+	for i := range b {
+		b[i] = byte(uint32(i) * 2654435761 >> 13)
+	}
+	return &pattern{block: b}
+}
 
 func (p *pattern) Read(b []byte) (int, error) {
-	for k := range b {
-		p.i++
-		b[k] = byte(p.i*2654435761>>13) ^ byte(p.i)
+	n := 0
+	for n < len(b) {
+		k := copy(b[n:], p.block[p.off:])
+		n += k
+		p.off = (p.off + k) % len(p.block)
 	}
-	return len(b), nil
+	return n, nil
 }
 
 type zeros struct{}
@@ -307,7 +321,7 @@ func TestRoundTrip50MB(t *testing.T) {
 		const size = 50 << 20
 		b := setup(t, db, 64<<20)
 		sent := sha256.New()
-		r := post(t, b.srv.URL, io.TeeReader(io.LimitReader(&pattern{}, size), sent), size, "application/x-test")
+		r := post(t, b.srv.URL, io.TeeReader(io.LimitReader(newPattern(), size), sent), size, "application/x-test")
 		if r.Status != http.StatusCreated {
 			t.Fatalf("upload: %d %s", r.Status, r.Body)
 		}
@@ -361,7 +375,7 @@ func allocsForRoundTrip(t testing.TB, b *bundle, size int64) uint64 {
 }
 
 func roundTrip(t testing.TB, b *bundle, size int64) {
-	r := post(t, b.srv.URL, io.LimitReader(&pattern{}, size), size, "application/octet-stream")
+	r := post(t, b.srv.URL, io.LimitReader(newPattern(), size), size, "application/octet-stream")
 	if r.Status != http.StatusCreated {
 		t.Fatalf("upload: %d %s", r.Status, r.Body)
 	}
