@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -53,6 +54,7 @@ type Module struct {
 	uploadLimit int64
 	mediaLimit  int64
 	log         zerolog.Logger
+	bufs        sync.Pool // relay buffers, recycled across requests
 }
 
 // New builds the module.

@@ -264,16 +264,30 @@ func (m *Module) relay(c echo.Context, x *exchange) error {
 	} else if x.resp.ContentLength >= 0 {
 		h.Set("Content-Length", fmt.Sprint(x.resp.ContentLength))
 	}
+	// Like httputil.ReverseProxy: flush at once for event streams and bodies of unknown
+	// length (chunked streams); a body of known length is written through without the
+	// extra syscalls.
+	flush := sse || x.resp.ContentLength < 0
 	res.WriteHeader(x.resp.StatusCode)
-	res.Flush()
-	buf := make([]byte, 32<<10)
+	if flush {
+		res.Flush()
+	}
+	bp, _ := m.bufs.Get().(*[]byte)
+	if bp == nil {
+		b := make([]byte, 32<<10)
+		bp = &b
+	}
+	defer m.bufs.Put(bp)
+	buf := *bp
 	for {
 		n, rerr := x.body.Read(buf)
 		if n > 0 {
 			if _, werr := res.Write(buf[:n]); werr != nil {
 				return nil // the client went away; the upstream request is cancelled with it
 			}
-			res.Flush()
+			if flush {
+				res.Flush()
+			}
 		}
 		if errors.Is(rerr, io.EOF) {
 			return nil
