@@ -94,7 +94,14 @@ func adminError(status int, raw []byte) error {
 			if msg == "" {
 				msg = http.StatusText(status)
 			}
-			return apperr.New(status, code, msg)
+			// Keep details (e.g. invalid_ir's problem list) so the CLI can show them.
+			var det struct {
+				Error struct {
+					Details any `json:"details"`
+				} `json:"error"`
+			}
+			_ = json.Unmarshal(raw, &det)
+			return apperr.New(status, code, msg).WithDetails(det.Error.Details)
 		}
 	}
 	return apperr.New(status, "http_"+fmt.Sprint(status), fmt.Sprintf("the service answered %d %s", status, http.StatusText(status)))
