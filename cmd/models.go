@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -50,7 +51,17 @@ func cliError(err error) error {
 	return &exitError{code: 1, err: fmt.Errorf("error: %v", err)}
 }
 
+// printJSON prints v indented; a raw answer keeps the server's key order.
 func printJSON(w io.Writer, v any) error {
+	if raw, ok := v.(json.RawMessage); ok {
+		var buf bytes.Buffer
+		if err := json.Indent(&buf, raw, "", "  "); err != nil {
+			return err
+		}
+		buf.WriteByte('\n')
+		_, err := w.Write(buf.Bytes())
+		return err
+	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
@@ -121,7 +132,7 @@ func modelsGet() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var out map[string]any
+			var out json.RawMessage
 			if err := a.Do(c.Context(), http.MethodGet, modelPath(args[0], ""), nil, &out); err != nil {
 				return cliError(err)
 			}
@@ -184,7 +195,7 @@ func modelsPut() *cobra.Command {
 				}
 				body = spec
 			}
-			var out map[string]any
+			var out json.RawMessage
 			if err := a.Do(c.Context(), http.MethodPut, modelPath(args[0], ""), body, &out); err != nil {
 				return cliError(err)
 			}
@@ -239,7 +250,7 @@ func modelsAction(action, short string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var out map[string]any
+			var out json.RawMessage
 			if err := a.Do(c.Context(), http.MethodPost, modelPath(args[0], ":"+action), nil, &out); err != nil {
 				return cliError(err)
 			}
@@ -263,7 +274,7 @@ func modelsCaps() *cobra.Command {
 			if refresh {
 				path += "?refresh=true"
 			}
-			var out map[string]any
+			var out json.RawMessage
 			if err := a.Do(c.Context(), http.MethodGet, path, nil, &out); err != nil {
 				return cliError(err)
 			}
