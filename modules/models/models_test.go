@@ -460,3 +460,42 @@ func FuzzSpecValidate(f *testing.F) {
 		}
 	})
 }
+
+func TestConcurrentPutsOfOneID(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *database.DB) {
+		if db.Dialect == database.SQLite {
+			// glebarez/go-sqlite v1.23.0 ignores _txlock=immediate when _time_format is also
+			// in the DSN (applyQueryParams returns early), so platform/database's transactions
+			// are DEFERRED and concurrent writers fail with SQLITE_BUSY(_SNAPSHOT). Reported to
+			// the lead; remove this skip once the DSN is fixed.
+			t.Skip("platform/database SQLite transactions are not BEGIN IMMEDIATE (driver ignores _txlock with _time_format)")
+		}
+		s := newSetup(t, db)
+		const n = 8
+		statuses := make(chan int, n)
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				statuses <- s.srv.Do(http.MethodPut, "/admin/models/race", hosted(nil)).Status
+			}()
+		}
+		wg.Wait()
+		close(statuses)
+		created := 0
+		for st := range statuses {
+			switch st {
+			case http.StatusCreated:
+				created++
+			case http.StatusOK:
+			default:
+				t.Fatalf("status %d: %s", st, s.logs.String())
+			}
+		}
+		m, err := s.svc.Resolve(context.Background(), "race")
+		if created != 1 || err != nil || m.Revision != n {
+			t.Fatalf("created %d times, revision %d (%v)", created, m.Revision, err)
+		}
+	})
+}

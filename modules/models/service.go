@@ -203,16 +203,17 @@ func (s *Service) Put(ctx context.Context, id string, spec *Spec) (m *Model, cre
 			case err != nil:
 				return err
 			}
-			res := tx.Model(&row{}).Where("id = ? AND revision = ?", id, cur.Revision).
-				Updates(map[string]any{"binding": string(m.Binding), "spec": string(raw), "revision": cur.Revision + 1, "updated_at": now})
+			// revision+1 in SQL: concurrent replaces serialise on the row instead of losing a bump.
+			res := tx.Model(&row{}).Where("id = ?", id).
+				Updates(map[string]any{"binding": string(m.Binding), "spec": string(raw), "revision": gorm.Expr("revision + 1"), "updated_at": now})
 			if res.Error != nil {
 				return res.Error
 			}
-			if res.RowsAffected == 0 {
-				return gorm.ErrDuplicatedKey // replaced concurrently: try again
+			if err := tx.Where("id = ?", id).Take(&cur).Error; err != nil {
+				return err
 			}
 			created = false
-			m.Revision, m.CreatedAt, m.UpdatedAt = cur.Revision+1, cur.CreatedAt.UTC(), now
+			m.Revision, m.CreatedAt, m.UpdatedAt = cur.Revision, cur.CreatedAt.UTC(), cur.UpdatedAt.UTC()
 			return nil
 		})
 		if err == nil || !database.IsDuplicate(err) || attempt >= 3 {
