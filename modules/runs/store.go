@@ -1,0 +1,333 @@
+package runs
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/svc-dev/svc/platform/database"
+)
+
+// Run statuses (SPEC.md "States and transitions").
+const (
+	StatusCreated   = "created"
+	StatusStreaming = "streaming"
+	StatusWaiting   = "waiting"
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+)
+
+// Run kinds.
+const (
+	KindPrompt = "prompt"
+	KindGraph  = "graph"
+	KindAgent  = "agent"
+)
+
+// validStatus lists the statuses GET /runs may filter by.
+var validStatus = map[string]bool{StatusCreated: true, StatusStreaming: true, StatusWaiting: true, StatusCompleted: true, StatusFailed: true}
+
+// NewID mints a run id: "run_" and a time-ordered UUID (v7) in hex, so ids sort by creation.
+func NewID() string {
+	return "run_" + strings.ReplaceAll(uuid.Must(uuid.NewV7()).String(), "-", "")
+}
+
+// RunError is a failed run's error as records and stream frames carry it.
+type RunError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Run is a run record as GET /runs and GET /runs/{id} show it (snake_case).
+type Run struct {
+	ID           string          `json:"id"`
+	Status       string          `json:"status"`
+	Kind         string          `json:"kind"`
+	Input        json.RawMessage `json:"input"`
+	Output       json.RawMessage `json:"output"`
+	Error        *RunError       `json:"error"`
+	Note         string          `json:"note"`
+	Model        *string         `json:"model"`
+	AgentID      *string         `json:"agent_id"`
+	Version      *string         `json:"version"`
+	ContentHash  *string         `json:"content_hash"`
+	TriggerID    *string         `json:"trigger_id"`
+	SessionID    *string         `json:"session_id"`
+	AwaitingNode *string         `json:"awaiting_node"`
+	Prompt       *string         `json:"prompt"`
+	Durable      bool            `json:"durable"`
+	CreatedAt    time.Time       `json:"created_at"`
+	UpdatedAt    time.Time       `json:"updated_at"`
+	CompletedAt  *time.Time      `json:"completed_at"`
+}
+
+// row is the runs table.
+type row struct {
+	ID           string `gorm:"primaryKey"`
+	Status       string
+	Kind         string
+	Input        *string
+	Output       *string
+	ErrorCode    *string
+	ErrorMessage *string
+	Note         string
+	Model        *string
+	AgentID      *string
+	Version      *string
+	ContentHash  *string
+	TriggerID    *string
+	SessionID    *string
+	AwaitingNode *string
+	Prompt       *string
+	Durable      bool
+	LeaseOwner   *string
+	LeaseUntil   *time.Time
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	CompletedAt  *time.Time
+}
+
+func (row) TableName() string { return "runs" }
+
+func (r *row) view() *Run {
+	v := &Run{
+		ID: r.ID, Status: r.Status, Kind: r.Kind, Note: r.Note, Model: r.Model, AgentID: r.AgentID,
+		Version: r.Version, ContentHash: r.ContentHash, TriggerID: r.TriggerID, SessionID: r.SessionID,
+		AwaitingNode: r.AwaitingNode, Prompt: r.Prompt, Durable: r.Durable,
+		CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, CompletedAt: r.CompletedAt,
+	}
+	v.Input = rawOrNull(r.Input)
+	v.Output = rawOrNull(r.Output)
+	if r.ErrorCode != nil {
+		v.Error = &RunError{Code: *r.ErrorCode}
+		if r.ErrorMessage != nil {
+			v.Error.Message = *r.ErrorMessage
+		}
+	}
+	return v
+}
+
+func rawOrNull(s *string) json.RawMessage {
+	if s == nil {
+		return json.RawMessage("null")
+	}
+	return json.RawMessage(*s)
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// encodeJSON renders a value for a JSON column; nil stays NULL.
+func encodeJSON(v any) (*string, error) {
+	if v == nil {
+		return nil, nil
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	s := strings.TrimSuffix(b.String(), "\n")
+	return &s, nil
+}
+
+// Store is the runs table: what the run API, triggers and durable mode read and write.
+type Store struct {
+	db  *database.DB
+	now func() time.Time
+}
+
+// NewStore builds the store on an opened, migrated database.
+func NewStore(db *database.DB) (*Store, error) {
+	if db == nil {
+		return nil, errors.New("runs: nil database")
+	}
+	return &Store{db: db, now: time.Now}, nil
+}
+
+// stamp is the current time at the precision both dialects keep (microseconds).
+func (s *Store) stamp() time.Time { return s.now().UTC().Truncate(time.Microsecond) }
+
+// NewRun describes a run to record.
+type NewRun struct {
+	ID          string // minted when empty
+	Kind        string
+	Input       any
+	Model       string
+	AgentID     string
+	Version     string
+	ContentHash string
+	TriggerID   string
+	SessionID   string
+	Durable     bool
+}
+
+// Insert records a new run in status created and returns it.
+func (s *Store) Insert(ctx context.Context, n NewRun) (*Run, error) {
+	if n.ID == "" {
+		n.ID = NewID()
+	}
+	in, err := encodeJSON(n.Input)
+	if err != nil {
+		return nil, invalid("input", "is not serialisable as JSON")
+	}
+	now := s.stamp()
+	r := row{
+		ID: n.ID, Status: StatusCreated, Kind: n.Kind, Input: in, Model: strPtr(n.Model),
+		AgentID: strPtr(n.AgentID), Version: strPtr(n.Version), ContentHash: strPtr(n.ContentHash),
+		TriggerID: strPtr(n.TriggerID), SessionID: strPtr(n.SessionID), Durable: n.Durable,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if err := s.db.WithContext(ctx).Create(&r).Error; err != nil {
+		return nil, err
+	}
+	return r.view(), nil
+}
+
+// MarkStreaming moves a created run to streaming (execution has begun).
+func (s *Store) MarkStreaming(ctx context.Context, id string) error {
+	return s.db.WithContext(ctx).Model(&row{}).Where("id = ? AND status = ?", id, StatusCreated).
+		Updates(map[string]any{"status": StatusStreaming, "updated_at": s.stamp()}).Error
+}
+
+// MarkWaiting parks a run at a human node (durable mode).
+func (s *Store) MarkWaiting(ctx context.Context, id, awaitingNode, prompt, note string) error {
+	return s.db.WithContext(ctx).Model(&row{}).Where("id = ? AND status IN ?", id, []string{StatusCreated, StatusStreaming}).
+		Updates(map[string]any{"status": StatusWaiting, "awaiting_node": awaitingNode, "prompt": prompt, "note": note, "updated_at": s.stamp()}).Error
+}
+
+// Finish records a run's end. Only an unfinished run (created, streaming or waiting) is
+// changed, so a late writer cannot overwrite an end already recorded (by the sweep, say);
+// finished reports whether this call recorded it.
+func (s *Store) Finish(ctx context.Context, id string, out RunOutcome) (finished bool, err error) {
+	fields := map[string]any{
+		"status": out.Status, "note": out.Note, "updated_at": s.stamp(),
+		"awaiting_node": nil, "prompt": nil, "lease_owner": nil, "lease_until": nil,
+	}
+	if out.CompletedAt.IsZero() {
+		out.CompletedAt = s.stamp()
+	}
+	fields["completed_at"] = out.CompletedAt.UTC().Truncate(time.Microsecond)
+	o, err := encodeJSON(out.Output)
+	if err != nil {
+		o = nil
+		out.Note = joinNote(out.Note, "the output could not be stored as JSON")
+		fields["note"] = out.Note
+	}
+	fields["output"] = o
+	if out.ErrorCode != "" {
+		fields["error_code"] = out.ErrorCode
+		fields["error_message"] = out.ErrorMessage
+	} else {
+		fields["error_code"], fields["error_message"] = nil, nil
+	}
+	res := s.db.WithContext(ctx).Model(&row{}).
+		Where("id = ? AND status IN ?", id, []string{StatusCreated, StatusStreaming, StatusWaiting}).
+		Updates(fields)
+	return res.RowsAffected > 0, res.Error
+}
+
+// Get returns one run.
+func (s *Store) Get(ctx context.Context, id string) (*Run, error) {
+	var r row
+	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&r).Error
+	if database.IsNotFound(err) {
+		return nil, ErrRunNotFound.Msg("run %q not found", id).WithDetails(map[string]any{"id": id})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.view(), nil
+}
+
+// ListQuery selects runs for GET /runs; empty filters match everything.
+type ListQuery struct {
+	Limit     int
+	Before    string
+	AgentID   string
+	Status    string
+	SessionID string
+	TriggerID string
+}
+
+// Page is one page of runs, newest first.
+type Page struct {
+	Runs       []*Run `json:"runs"`
+	NextBefore string `json:"next_before,omitempty"`
+}
+
+// List returns runs newest first, filtered, keyset-paged by (created_at, id).
+func (s *Store) List(ctx context.Context, q ListQuery) (Page, error) {
+	if q.Limit <= 0 {
+		q.Limit = 50
+	}
+	tx := s.db.WithContext(ctx).Order("created_at DESC, id DESC").Limit(q.Limit + 1)
+	if q.Before != "" {
+		c, err := database.DecodeCursor(q.Before)
+		if err != nil {
+			return Page{}, invalid("before", "is not a cursor from a previous page")
+		}
+		tx = tx.Where("created_at < ? OR (created_at = ? AND id < ?)", c.At, c.At, c.ID)
+	}
+	if q.Status != "" {
+		if !validStatus[q.Status] {
+			return Page{}, invalid("status", "must be one of created, streaming, waiting, completed, failed")
+		}
+		tx = tx.Where("status = ?", q.Status)
+	}
+	if q.AgentID != "" {
+		tx = tx.Where("agent_id = ?", q.AgentID)
+	}
+	if q.SessionID != "" {
+		tx = tx.Where("session_id = ?", q.SessionID)
+	}
+	if q.TriggerID != "" {
+		tx = tx.Where("trigger_id = ?", q.TriggerID)
+	}
+	var rows []row
+	if err := tx.Find(&rows).Error; err != nil {
+		return Page{}, err
+	}
+	p := Page{Runs: make([]*Run, 0, len(rows))}
+	if len(rows) > q.Limit {
+		rows = rows[:q.Limit]
+		last := rows[len(rows)-1]
+		p.NextBefore = database.Cursor{At: last.CreatedAt, ID: last.ID}.Encode()
+	}
+	for i := range rows {
+		p.Runs = append(p.Runs, rows[i].view())
+	}
+	return p, nil
+}
+
+// Sweep fails every non-durable run still created or streaming: at startup they can only be
+// leftovers of a previous process. Waiting and durable runs are left alone.
+func (s *Store) Sweep(ctx context.Context) (int64, error) {
+	now := s.stamp()
+	res := s.db.WithContext(ctx).Model(&row{}).
+		Where("durable = ? AND status IN ?", false, []string{StatusCreated, StatusStreaming}).
+		Updates(map[string]any{
+			"status": StatusFailed, "error_code": ErrInterrupted.Code, "error_message": InterruptedMessage,
+			"updated_at": now, "completed_at": now,
+		})
+	return res.RowsAffected, res.Error
+}
+
+func joinNote(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
+}
