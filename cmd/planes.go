@@ -15,6 +15,7 @@ import (
 	"github.com/svc-dev/svc/modules/dataplane"
 	"github.com/svc-dev/svc/modules/engines"
 	"github.com/svc-dev/svc/modules/health"
+	"github.com/svc-dev/svc/modules/mcp"
 	"github.com/svc-dev/svc/modules/models"
 	"github.com/svc-dev/svc/platform/httpx"
 )
@@ -42,10 +43,13 @@ func buildControl(ctx context.Context, d *deps) (*plane, error) {
 	if err != nil {
 		return nil, err
 	}
+	// toolServers is also the graph runtime's MCPCaller (mcp tool nodes).
+	toolServers := mcp.NewService(d.db, d.keys, mcpConnections{connectionStore}, d.log.With().Str("module", "mcp").Logger())
 	p.modules = []httpx.Module{
 		agents.New(agentStore),
 		artifacts.New(artifactStore),
 		connections.New(connectionStore),
+		mcp.New(toolServers),
 		health.New(nil,
 			health.Check{Name: "database", Fn: d.db.Ready},
 			health.Check{Name: "inference", Fn: inferenceHealth(d.cfg.InferenceURL)},
