@@ -53,7 +53,7 @@ func Open(ctx context.Context, dbURL, sqlitePath string) (*DB, error) {
 		if err := os.MkdirAll(filepath.Dir(sqlitePath), 0o755); err != nil {
 			return nil, fmt.Errorf("create data dir: %w", err)
 		}
-		dsn := "file:" + sqlitePath + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate&_time_format=sqlite"
+		dsn := "file:" + sqlitePath + "?_pragma=busy_timeout(10000)&_pragma=journal_mode(WAL)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 		g, err := gorm.Open(sqlite.Open(dsn), cfg)
 		if err != nil {
 			return nil, fmt.Errorf("open sqlite: %w", err)

@@ -80,3 +80,28 @@ func TestCursorRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentWritersWait proves SQLite transactions start IMMEDIATE and wait on the busy
+// timeout instead of failing with "database is locked".
+func TestConcurrentWritersWait(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *database.DB) {
+		ctx := context.Background()
+		errs := make(chan error, 16)
+		for i := 0; i < 16; i++ {
+			go func(i int) {
+				errs <- db.Tx(ctx, func(tx *gorm.DB) error {
+					var n int64
+					if err := tx.Model(&metaRow{}).Count(&n).Error; err != nil {
+						return err
+					}
+					return tx.Create(&metaRow{Key: string(rune('a' + i)), Value: "v"}).Error
+				})
+			}(i)
+		}
+		for i := 0; i < 16; i++ {
+			if err := <-errs; err != nil {
+				t.Fatalf("writer failed: %v", err)
+			}
+		}
+	})
+}
