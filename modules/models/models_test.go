@@ -463,13 +463,6 @@ func FuzzSpecValidate(f *testing.F) {
 
 func TestConcurrentPutsOfOneID(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *database.DB) {
-		if db.Dialect == database.SQLite {
-			// glebarez/go-sqlite v1.23.0 ignores _txlock=immediate when _time_format is also
-			// in the DSN (applyQueryParams returns early), so platform/database's transactions
-			// are DEFERRED and concurrent writers fail with SQLITE_BUSY(_SNAPSHOT). Reported to
-			// the lead; remove this skip once the DSN is fixed.
-			t.Skip("platform/database SQLite transactions are not BEGIN IMMEDIATE (driver ignores _txlock with _time_format)")
-		}
 		s := newSetup(t, db)
 		const n = 8
 		statuses := make(chan int, n)
