@@ -14,6 +14,7 @@ import (
 	"github.com/svc-dev/svc/modules/credentials"
 	"github.com/svc-dev/svc/modules/dataplane"
 	"github.com/svc-dev/svc/modules/engines"
+	"github.com/svc-dev/svc/modules/graph/runtime"
 	"github.com/svc-dev/svc/modules/health"
 	"github.com/svc-dev/svc/modules/mcp"
 	"github.com/svc-dev/svc/modules/models"
@@ -45,11 +46,21 @@ func buildControl(ctx context.Context, d *deps) (*plane, error) {
 	}
 	// toolServers is also the graph runtime's MCPCaller (mcp tool nodes).
 	toolServers := mcp.NewService(d.db, d.keys, mcpConnections{connectionStore}, d.log.With().Str("module", "mcp").Logger())
+	// Runs execute graphs with the runtime's collaborators; see buildRuns (cmd/runs_adapter.go).
+	runModule, sessionModule, err := buildRuns(d, agentStore, runtime.Deps{
+		Connections: runtimeConnections{connectionStore},
+		MCP:         toolServers,
+	})
+	if err != nil {
+		return nil, err
+	}
 	p.modules = []httpx.Module{
 		agents.New(agentStore),
 		artifacts.New(artifactStore),
 		connections.New(connectionStore),
 		mcp.New(toolServers),
+		runModule,
+		sessionModule,
 		health.New(nil,
 			health.Check{Name: "database", Fn: d.db.Ready},
 			health.Check{Name: "inference", Fn: inferenceHealth(d.cfg.InferenceURL)},
@@ -68,7 +79,7 @@ func buildInference(ctx context.Context, d *deps) (*plane, error) {
 		CORSOrigins:  d.cfg.CORSOrigins,
 		BodyLimit:    d.cfg.BodyLimit,
 		OpenAIPrefix: "/v1/",
-		// Audio uploads have the data plane's own limit.
+		// /v1 bodies (inline images, audio uploads) have the data plane's own limits.
 		BodyLimitSkip: dataplane.SkipBodyLimit,
 	})
 	p := &plane{name: "inference", addr: d.cfg.InferenceAddr, echo: e}

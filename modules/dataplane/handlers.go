@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"sort"
 
 	"github.com/labstack/echo/v4"
@@ -43,7 +44,11 @@ func (m *Module) listModels(c echo.Context) error {
 }
 
 func (m *Module) getModel(c echo.Context) error {
-	id := c.Param("id")
+	// Ids may hold "/" (org/model), sent percent-encoded; echo hands the raw segment over.
+	id, err := url.PathUnescape(c.Param("id"))
+	if err != nil {
+		return apperr.Invalid("model id in the path is not validly percent-encoded")
+	}
 	t, err := m.models.Lookup(c.Request().Context(), id)
 	if err != nil {
 		return err
@@ -55,6 +60,8 @@ func (m *Module) getModel(c echo.Context) error {
 // rewritten (and max_tokens capped when capTokens). Every other member is sent as the
 // client wrote it.
 func (m *Module) forwardJSON(c echo.Context, path, modality string, capTokens bool) (*exchange, error) {
+	r := c.Request()
+	r.Body = http.MaxBytesReader(c.Response(), r.Body, m.jsonLimit)
 	raw, err := httpx.ReadBody(c)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,11 +20,11 @@ import (
 const (
 	DefaultTimeout     = 5 * time.Minute
 	DefaultUploadLimit = 25 << 20 // the audio upload limit of the OpenAI API
+	DefaultJSONLimit   = 32 << 20 // chat requests carry inline (base64) images
 	DefaultMediaLimit  = 64 << 20 // speech audio and generated images read into memory
 )
 
-// UploadPath is the route whose body (an audio file) is bounded by Options.UploadLimit
-// instead of the plane's JSON body limit; see SkipBodyLimit.
+// UploadPath is the route whose body (an audio file) is bounded by Options.UploadLimit.
 const UploadPath = "/v1/audio/transcriptions"
 
 // Options configure the module.
@@ -37,6 +38,9 @@ type Options struct {
 	Timeout time.Duration
 	// UploadLimit bounds a transcription upload. 0 = DefaultUploadLimit.
 	UploadLimit int64
+	// JSONLimit bounds the JSON body of the other /v1 requests (the plane's
+	// SERVICE_BODY_LIMIT is too small for inline images). 0 = DefaultJSONLimit.
+	JSONLimit int64
 	// MediaLimit bounds speech audio and each generated image. 0 = DefaultMediaLimit.
 	MediaLimit int64
 	// Transport reaches the upstreams; nil = a pooled transport sized for concurrent streams.
@@ -52,6 +56,7 @@ type Module struct {
 	fetcher     *http.Client // image downloads: redirects followed (signed storage URLs)
 	timeout     time.Duration
 	uploadLimit int64
+	jsonLimit   int64
 	mediaLimit  int64
 	log         zerolog.Logger
 	bufs        sync.Pool // relay buffers, recycled across requests
@@ -67,6 +72,7 @@ func New(opts Options) (*Module, error) {
 		bindings:    map[string]Binding{BindingHosted: HostedBinding{Credentials: opts.Credentials}},
 		timeout:     opts.Timeout,
 		uploadLimit: opts.UploadLimit,
+		jsonLimit:   opts.JSONLimit,
 		mediaLimit:  opts.MediaLimit,
 		log:         opts.Logger,
 	}
@@ -78,6 +84,9 @@ func New(opts Options) (*Module, error) {
 	}
 	if m.uploadLimit <= 0 {
 		m.uploadLimit = DefaultUploadLimit
+	}
+	if m.jsonLimit <= 0 {
+		m.jsonLimit = DefaultJSONLimit
 	}
 	if m.mediaLimit <= 0 {
 		m.mediaLimit = DefaultMediaLimit
@@ -108,9 +117,9 @@ func NewTransport() *http.Transport {
 	}
 }
 
-// SkipBodyLimit tells the plane's body-limit middleware to leave the upload route alone;
-// the module applies Options.UploadLimit there itself.
-func SkipBodyLimit(c echo.Context) bool { return c.Request().URL.Path == UploadPath }
+// SkipBodyLimit tells the plane's body-limit middleware to leave /v1 alone: the module
+// applies Options.JSONLimit and Options.UploadLimit there itself.
+func SkipBodyLimit(c echo.Context) bool { return strings.HasPrefix(c.Request().URL.Path, "/v1/") }
 
 //go:embed openapi.json
 var openapiDoc []byte

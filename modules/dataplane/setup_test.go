@@ -43,7 +43,7 @@ type bundle struct {
 // setup starts a scripted upstream and the data plane in front of it with three targets:
 // "chat" (credential, maxTokens 100), "open" (no credential, no cap) and "nocred" (a ref
 // that does not resolve).
-func setup(t *testing.T, script dataplanetest.Script, tune ...func(*dataplane.Options)) *bundle {
+func setup(t testing.TB, script dataplanetest.Script, tune ...func(*dataplane.Options)) *bundle {
 	t.Helper()
 	up := dataplanetest.New(script)
 	t.Cleanup(up.Close)
