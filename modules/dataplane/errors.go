@@ -28,6 +28,9 @@ var (
 	ErrUpstreamProtocol = apperr.BadGateway("upstream_protocol", "the model's upstream answered an unreadable response")
 	// ErrSpeechFailed: text-to-speech came back empty or aborted.
 	ErrSpeechFailed = apperr.BadGateway("speech_failed", "speech synthesis produced no audio")
+	// ErrClientGone: the client closed the request before the upstream answered. Nothing
+	// can be delivered; the status (nginx's 499) keeps it out of the 5xx error logs.
+	ErrClientGone = apperr.New(499, "client_closed_request", "the client closed the request")
 	// ErrEngineUnavailable: the model is registered but its binding has no engine here.
 	ErrEngineUnavailable = apperr.Unavailable("engine_unavailable", "the model's engine is not available")
 )

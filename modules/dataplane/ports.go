@@ -94,7 +94,10 @@ func (h HostedBinding) Acquire(ctx context.Context, t Target) (*Upstream, error)
 	}
 	v, err := h.Credentials.Resolve(ctx, t.CredentialRef)
 	if err != nil {
-		if errors.Is(err, ErrCredential) || errors.Is(err, context.Canceled) {
+		if ctx.Err() != nil {
+			return nil, ErrClientGone.Wrap(ctx.Err())
+		}
+		if errors.Is(err, ErrCredential) {
 			return nil, err
 		}
 		// The cause is kept for the log only; it must not carry the value (the resolver

@@ -114,7 +114,7 @@ func (m *Module) transportError(clientCtx context.Context, x *exchange, err erro
 		return ErrUpstreamTimeout.Msg("the upstream of model %s sent nothing for %s (SERVICE_UPSTREAM_TIMEOUT)", quote(x.target.LogicalID), m.timeout).Wrap(err)
 	}
 	if clientCtx.Err() != nil {
-		return clientCtx.Err()
+		return ErrClientGone.Wrap(clientCtx.Err())
 	}
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {
