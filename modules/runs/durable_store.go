@@ -144,7 +144,7 @@ func (l *leaseStore) finish(ctx context.Context, id string, out RunOutcome) (boo
 	}
 	fields := map[string]any{
 		"status": out.Status, "note": out.Note, "updated_at": now,
-		"completed_at": out.CompletedAt.UTC().Truncate(time.Microsecond),
+		"completed_at":  out.CompletedAt.UTC().Truncate(time.Microsecond),
 		"awaiting_node": nil, "prompt": nil, "lease_owner": nil, "lease_until": nil,
 		"error_code": nil, "error_message": nil,
 	}
