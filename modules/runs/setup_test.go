@@ -45,13 +45,7 @@ func newUpstream(t *testing.T) *upstream {
 	u := &upstream{release: make(chan struct{}), started: make(chan struct{}, 16)}
 	u.Server = httptest.NewServer(http.HandlerFunc(u.chat))
 	t.Cleanup(func() {
-		u.mu.Lock()
-		select {
-		case <-u.release:
-		default:
-			close(u.release)
-		}
-		u.mu.Unlock()
+		u.finish()
 		u.Close()
 	})
 	return u
@@ -116,6 +110,17 @@ func (u *upstream) chat(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "data: %s\n\n", b)
 	io.WriteString(w, "data: [DONE]\n\n")
 	_ = rc.Flush()
+}
+
+// finish lets "slow" answers go on.
+func (u *upstream) finish() {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	select {
+	case <-u.release:
+	default:
+		close(u.release)
+	}
 }
 
 func (u *upstream) last() map[string]any {
