@@ -164,7 +164,8 @@ func mustGraph(t testing.TB, src string) *graph.Graph {
 	return g
 }
 
-// run executes a graph through the real executor with the recorder as observer.
+// run executes a graph through the real executor with the recorder as observer; the run
+// must not fail.
 func (e *env) run(t testing.TB, info RunInfo, ir string, input any) runtime.Result {
 	t.Helper()
 	ex := runtime.New(runtime.Deps{Models: fakeModel{}, Now: e.clk.Now})
@@ -177,6 +178,9 @@ func (e *env) run(t testing.TB, info RunInfo, ir string, input any) runtime.Resu
 		out.ErrorMessage = res.Err.Error()
 	}
 	e.rec.RunFinished(ctx, info, out)
+	if res.Status == runtime.StatusFailed {
+		t.Fatalf("run %s failed: %v", info.RunID, res.Err)
+	}
 	return res
 }
 
