@@ -128,7 +128,7 @@ func (m *Module) speech(c echo.Context) error {
 		return ErrUpstreamTimeout.Msg("the upstream of model %s stopped sending audio for %s (SERVICE_UPSTREAM_TIMEOUT)", quote(x.target.LogicalID), m.timeout).Wrap(rerr)
 	case rerr != nil:
 		if c.Request().Context().Err() != nil {
-			return nil
+			return ErrClientGone.Wrap(rerr)
 		}
 		return ErrSpeechFailed.Msg("speech synthesis for model %s was aborted after %d bytes; try rephrasing the input (shorter sentences, plain words)", quote(x.target.LogicalID), len(audio)).Wrap(rerr)
 	case len(audio) == 0:

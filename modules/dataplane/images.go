@@ -25,7 +25,7 @@ func (m *Module) images(c echo.Context) error {
 	raw, rerr := io.ReadAll(io.LimitReader(x.body, m.mediaLimit+1))
 	if rerr != nil {
 		if c.Request().Context().Err() != nil {
-			return nil
+			return ErrClientGone.Wrap(rerr)
 		}
 		if x.wd.timedOut() {
 			return ErrUpstreamTimeout.Msg("the upstream of model %s stopped sending for %s (SERVICE_UPSTREAM_TIMEOUT)", quote(x.target.LogicalID), m.timeout).Wrap(rerr)
