@@ -10,6 +10,7 @@ import (
 
 	"github.com/svc-dev/svc/modules/agents"
 	"github.com/svc-dev/svc/modules/artifacts"
+	"github.com/svc-dev/svc/modules/bench"
 	"github.com/svc-dev/svc/modules/connections"
 	"github.com/svc-dev/svc/modules/credentials"
 	"github.com/svc-dev/svc/modules/dataplane"
@@ -44,6 +45,10 @@ func buildControl(ctx context.Context, d *deps) (*plane, error) {
 	if err != nil {
 		return nil, err
 	}
+	benchStore, err := bench.NewService(d.db)
+	if err != nil {
+		return nil, err
+	}
 	// toolServers is also the graph runtime's MCPCaller (mcp tool nodes).
 	toolServers := mcp.NewService(d.db, d.keys, mcpConnections{connectionStore}, d.log.With().Str("module", "mcp").Logger())
 	// Runs execute graphs with the runtime's collaborators; see buildRuns (cmd/runs_adapter.go).
@@ -57,6 +62,7 @@ func buildControl(ctx context.Context, d *deps) (*plane, error) {
 	p.modules = []httpx.Module{
 		agents.New(agentStore),
 		artifacts.New(artifactStore),
+		bench.New(benchStore),
 		connections.New(connectionStore),
 		mcp.New(toolServers),
 		runModule,
