@@ -169,9 +169,8 @@ func (s *Scheduler) Sync(ctx context.Context) error {
 			gocron.CronJob(t.sched.crontab(), false),
 			gocron.NewTask(s.fire, t),
 			gocron.WithName(id),
-			// A firing that is still starting its run when the next window comes does not
-			// pile up a second one behind it.
-			gocron.WithSingletonMode(gocron.LimitModeReschedule),
+			// No singleton mode: it drops a window whose predecessor's bookkeeping is not
+			// finished yet. Overlapping firings are harmless, each claims its own window.
 		)
 		if err != nil {
 			s.log.Warn().Str("trigger_id", id).Err(err).Msg("cannot schedule trigger")

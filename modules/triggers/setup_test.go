@@ -40,8 +40,10 @@ func (fakePins) ResolvePin(_ context.Context, agentID, version, hash string) (Pi
 
 // fakeRuns records the runs the triggers start.
 type fakeRuns struct {
+	now  func() time.Time // the fake clock: a firing records the window it ran at
 	mu   sync.Mutex
 	reqs []RunRequest
+	at   []time.Time
 	err  error
 }
 
@@ -52,6 +54,9 @@ func (f *fakeRuns) StartTriggeredRun(_ context.Context, r RunRequest) (string, e
 		return "", f.err
 	}
 	f.reqs = append(f.reqs, r)
+	if f.now != nil {
+		f.at = append(f.at, f.now())
+	}
 	return "run_" + strings.Repeat("0", 8) + string(rune('a'+len(f.reqs)%26)), nil
 }
 
@@ -59,6 +64,12 @@ func (f *fakeRuns) all() []RunRequest {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]RunRequest(nil), f.reqs...)
+}
+
+func (f *fakeRuns) times() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]time.Time(nil), f.at...)
 }
 
 func (f *fakeRuns) count(triggerID string) int {
@@ -123,7 +134,7 @@ func setup(t *testing.T, db *database.DB, o setupOpts) *bundle {
 	}
 	logs := &syncBuffer{}
 	logger := zerolog.New(logs)
-	runs := &fakeRuns{}
+	runs := &fakeRuns{now: o.clock.Now}
 	svc, err := NewService(db, secrets.Ephemeral(), fakePins{}, runs, logger, Options{Durable: o.durable, Now: o.clock.Now})
 	if err != nil {
 		t.Fatal(err)
