@@ -152,7 +152,9 @@ func TestStaleReplicaCannotFire(t *testing.T) {
 			t.Fatal(r.Status)
 		}
 		advanceTo(t, clock, 1, minute(4))
-		eventually(t, "stale replica fired", func() bool { return strings.Count(b.logs.String(), "schedule window not claimed") >= 1 && strings.Count(a.logs.String()+b.logs.String(), "schedule window not claimed") == 4 })
+		eventually(t, "stale replica fired", func() bool {
+			return strings.Count(b.logs.String(), "schedule window not claimed") >= 1 && strings.Count(a.logs.String()+b.logs.String(), "schedule window not claimed") == 4
+		})
 		if total() != 3 {
 			t.Fatalf("a disabled trigger started a run from a stale replica: %d runs", total())
 		}
