@@ -51,11 +51,16 @@ func buildControl(ctx context.Context, d *deps) (*plane, error) {
 	}
 	// toolServers is also the graph runtime's MCPCaller (mcp tool nodes).
 	toolServers := mcp.NewService(d.db, d.keys, mcpConnections{connectionStore}, d.log.With().Str("module", "mcp").Logger())
+	// Spans, node I/O and run metrics; the recorder observes every run (cmd/observability_adapter.go).
+	observabilityModule, runObserver, err := buildObservability(ctx, d, agentStore)
+	if err != nil {
+		return nil, err
+	}
 	// Runs execute graphs with the runtime's collaborators; see buildRuns (cmd/runs_adapter.go).
 	runModule, sessionModule, err := buildRuns(d, agentStore, runtime.Deps{
 		Connections: runtimeConnections{connectionStore},
 		MCP:         toolServers,
-	})
+	}, runObserver)
 	if err != nil {
 		return nil, err
 	}
@@ -67,11 +72,14 @@ func buildControl(ctx context.Context, d *deps) (*plane, error) {
 		mcp.New(toolServers),
 		runModule,
 		sessionModule,
+		observabilityModule,
+		d.processMetrics().Module(),
 		health.New(nil,
 			health.Check{Name: "database", Fn: d.db.Ready},
 			health.Check{Name: "inference", Fn: inferenceHealth(d.cfg.InferenceURL)},
 		),
 	}
+	e.Pre(d.processMetrics().Middleware("control"))
 	if err := p.mount(d, "svc control plane"); err != nil {
 		return nil, err
 	}
@@ -111,6 +119,11 @@ func buildInference(ctx context.Context, d *deps) (*plane, error) {
 		credentials.NewModule(credSvc),
 		engines.NewModule(engineSvc),
 		dataPlane,
+		d.processMetrics().Module(),
+	}
+	e.Pre(d.processMetrics().Middleware("inference"))
+	if err := d.processMetrics().ResidentEngines(func() float64 { return float64(len(engineSvc.Resident())) }); err != nil {
+		return nil, err
 	}
 	if err := p.mount(d, "svc inference plane"); err != nil {
 		return nil, err

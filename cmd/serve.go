@@ -19,10 +19,11 @@ import (
 	"github.com/svc-dev/svc/platform/config"
 	"github.com/svc-dev/svc/platform/database"
 	"github.com/svc-dev/svc/platform/events"
-	"github.com/svc-dev/svc/platform/secrets"
 	"github.com/svc-dev/svc/platform/httpx"
 	"github.com/svc-dev/svc/platform/log"
+	"github.com/svc-dev/svc/platform/metrics"
 	"github.com/svc-dev/svc/platform/openapi"
+	"github.com/svc-dev/svc/platform/secrets"
 )
 
 func newServeCmd() *cobra.Command {
@@ -55,12 +56,14 @@ func newServeCmd() *cobra.Command {
 
 // deps are the shared collaborators built once per process and handed to the planes.
 type deps struct {
-	cfg    *config.Config
-	log    zerolog.Logger
-	db     *database.DB
-	keys   *secrets.Keyring
-	bus    *events.Bus
-	closer []func() error
+	cfg  *config.Config
+	log  zerolog.Logger
+	db   *database.DB
+	keys *secrets.Keyring
+	bus  *events.Bus
+	// metrics is the process's Prometheus registry, shared by both planes of `serve all`.
+	metrics *metrics.Metrics
+	closer  []func() error
 }
 
 // plane is one HTTP server with its modules.
@@ -85,7 +88,7 @@ func serveUntilDone(ctx context.Context, cfg *config.Config, which string, logge
 		return err
 	}
 	bus := events.NewBus(events.Options{})
-	d := &deps{cfg: cfg, log: logger, db: db, keys: keys, bus: bus}
+	d := &deps{cfg: cfg, log: logger, db: db, keys: keys, bus: bus, metrics: metrics.New()}
 	d.closer = append(d.closer, func() error { bus.Close(); return nil })
 	defer func() {
 		for i := len(d.closer) - 1; i >= 0; i-- {

@@ -99,8 +99,9 @@ func TestNodeIOGatingReasons(t *testing.T) {
 		e.rec.RunFinished(ctx, info, RunOutcome{Status: runtime.StatusCompleted})
 
 		// Unknown node of a known run, unknown run, and a call span id are 404s.
-		for _, path := range []string{"/runs/r_full/nodes/ghost/io", "/runs/ghost/nodes/shape/io", "/runs/r_branch/nodes/draft%23call/io"} {
-			if r := e.srv.Do("GET", path, nil); r.Status != 404 || r.ErrorCode() != "not_found" {
+		for path, code := range map[string]string{"/runs/r_full/nodes/ghost/io": "node_not_found", "/runs/ghost/nodes/shape/io": "run_not_found",
+			"/runs/r_branch/nodes/draft%23call/io": "node_not_found"} {
+			if r := e.srv.Do("GET", path, nil); r.Status != 404 || r.ErrorCode() != code {
 				t.Fatalf("%s: %d %s", path, r.Status, r.Body)
 			}
 		}

@@ -25,8 +25,22 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: []float64{.0005, .001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 		}, []string{"kind", "status"}),
 	}
-	for _, c := range []prometheus.Collector{m.runs, m.nodes} {
-		if err := reg.Register(c); err != nil {
+	// A registry that already holds the series (a plane built twice in one process) keeps them.
+	if err := reg.Register(m.runs); err != nil {
+		are, ok := err.(prometheus.AlreadyRegisteredError)
+		if !ok {
+			return nil, err
+		}
+		if m.runs, ok = are.ExistingCollector.(*prometheus.CounterVec); !ok {
+			return nil, err
+		}
+	}
+	if err := reg.Register(m.nodes); err != nil {
+		are, ok := err.(prometheus.AlreadyRegisteredError)
+		if !ok {
+			return nil, err
+		}
+		if m.nodes, ok = are.ExistingCollector.(*prometheus.HistogramVec); !ok {
 			return nil, err
 		}
 	}

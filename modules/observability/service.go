@@ -8,11 +8,12 @@ import (
 	"github.com/svc-dev/svc/platform/apperr"
 )
 
-// ErrRunNotFound answers trace and I/O reads of a run nobody knows.
-var ErrRunNotFound = apperr.ErrNotFound.Msg("run not found")
+// ErrRunNotFound answers trace and I/O reads of a run nobody knows; the code is the runs
+// module's, so GET /runs/{id} and GET /runs/{id}/trace agree.
+var ErrRunNotFound = apperr.NotFound("run_not_found", "run not found")
 
 // ErrNodeNotFound answers an I/O read of a node the run has no span for.
-var ErrNodeNotFound = apperr.ErrNotFound.Msg("node not found in this run")
+var ErrNodeNotFound = apperr.NotFound("node_not_found", "node not found in this run")
 
 // Gate reasons of GET /runs/{id}/nodes/{node_id}/io: a 200 with one of these instead of payloads.
 const (

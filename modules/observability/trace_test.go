@@ -126,7 +126,7 @@ func TestTraceNotFoundAndEmpty(t *testing.T) {
 	e := newEnv(t, db, envOptions{runs: runLookup{"run_known": "created"}})
 	for _, path := range []string{"/runs/nope/trace", "/runs/nope/trace/stream", "/runs/nope/nodes/a/io"} {
 		r := e.srv.Do("GET", path, nil)
-		if r.Status != 404 || r.ErrorCode() != "not_found" {
+		if r.Status != 404 || r.ErrorCode() != "run_not_found" {
 			t.Fatalf("%s: %d %s", path, r.Status, r.Body)
 		}
 	}
@@ -140,7 +140,7 @@ func TestTraceNotFoundAndEmpty(t *testing.T) {
 	if tr.Root != nil || tr.SpanCount != 0 {
 		t.Fatalf("empty trace: %s", r.Body)
 	}
-	if r := e.srv.Do("GET", "/runs/run_known/nodes/x/io", nil); r.Status != 404 {
+	if r := e.srv.Do("GET", "/runs/run_known/nodes/x/io", nil); r.Status != 404 || r.ErrorCode() != "node_not_found" {
 		t.Fatalf("unknown node: %d %s", r.Status, r.Body)
 	}
 }

@@ -92,10 +92,17 @@ func (m *Metrics) Handler() echo.HandlerFunc {
 // ResidentEngines registers svc_engines_resident, read from fn at every scrape; the engines
 // module feeds it through the composition root.
 func (m *Metrics) ResidentEngines(fn func() float64) error {
-	return m.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	g := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "svc_engines_resident",
 		Help: "Local inference engines resident (loaded) right now.",
-	}, fn))
+	}, fn)
+	err := m.reg.Register(g)
+	if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+		// A plane rebuilt in the same process feeds the gauge from its new engines.
+		m.reg.Unregister(are.ExistingCollector)
+		err = m.reg.Register(g)
+	}
+	return err
 }
 
 // Module mounts GET /metrics on a plane, with its OpenAPI fragment.
