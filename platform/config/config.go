@@ -26,6 +26,7 @@ type Config struct {
 	SecretKey        string
 	CORSOrigins      []string
 	Durable          bool
+	DurableLease     time.Duration
 	MaxResident      int
 	LogLevel         string
 	LogFormat        string
@@ -97,6 +98,14 @@ func Settings() []Setting {
 			b, err := parseBool(v)
 			c.Durable = b
 			return err
+		}},
+		{"SERVICE_DURABLE_LEASE", "durable-lease", "30s", "durable mode: how long a replica's claim on a run lasts without renewal (renewed every third of it); a crashed replica's runs are taken over after it", func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 300*time.Millisecond || d > time.Hour {
+				return fmt.Errorf("must be a duration from 300ms to 1h, such as 30s")
+			}
+			c.DurableLease = d
+			return nil
 		}},
 		{"SERVICE_MAX_RESIDENT", "max-resident", "2", "resident local engine slots", func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)
