@@ -64,6 +64,11 @@ func buildControl(ctx context.Context, d *deps) (*plane, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Triggers start runs of pinned agent versions on schedules and webhooks (cmd/triggers_adapter.go).
+	triggerModule, err := buildTriggers(d, agentStore, runModule.Service())
+	if err != nil {
+		return nil, err
+	}
 	p.modules = []httpx.Module{
 		agents.New(agentStore),
 		artifacts.New(artifactStore),
@@ -72,6 +77,7 @@ func buildControl(ctx context.Context, d *deps) (*plane, error) {
 		mcp.New(toolServers),
 		runModule,
 		sessionModule,
+		triggerModule,
 		observabilityModule,
 		d.processMetrics().Module(),
 		health.New(nil,

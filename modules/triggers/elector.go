@@ -19,16 +19,23 @@ var errNotLeader = errors.New("another replica leads the trigger schedules")
 // never returned to the pool with it. When the connection dies the server drops the lock
 // and the next replica to ask takes it.
 type AdvisoryElector struct {
-	db  *sql.DB
-	key int64
+	db *sql.DB
 
-	mu   sync.Mutex // guards conn; IsLeader is called from gocron's executor goroutines
-	conn *sql.Conn  // non-nil while this replica holds the lock
+	mu    sync.Mutex // guards key, keyed and conn; IsLeader is called from gocron's executor goroutines
+	key   int64
+	keyed bool
+	conn  *sql.Conn // non-nil while this replica holds the lock
 }
 
 // NewAdvisoryElector builds an elector on lock key (see LockKey).
 func NewAdvisoryElector(db *sql.DB, key int64) *AdvisoryElector {
-	return &AdvisoryElector{db: db, key: key}
+	return &AdvisoryElector{db: db, key: key, keyed: true}
+}
+
+// NewSchemaElector builds an elector whose key is LockKey of db, computed on first use (the
+// database may still be down when the plane is built).
+func NewSchemaElector(db *sql.DB) *AdvisoryElector {
+	return &AdvisoryElector{db: db}
 }
 
 // LockKey derives the advisory lock key of the trigger scheduler from the database and
@@ -55,6 +62,13 @@ func (e *AdvisoryElector) IsLeader(ctx context.Context) error {
 		// The session is gone (or unusable), and with it the lock: let go of it and compete
 		// again like any other replica.
 		e.discard()
+	}
+	if !e.keyed {
+		key, err := LockKey(ctx, e.db)
+		if err != nil {
+			return err
+		}
+		e.key, e.keyed = key, true
 	}
 	conn, err := e.db.Conn(ctx)
 	if err != nil {

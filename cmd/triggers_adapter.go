@@ -1,0 +1,68 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/svc-dev/svc/modules/agents"
+	"github.com/svc-dev/svc/modules/graph/runtime"
+	"github.com/svc-dev/svc/modules/runs"
+	"github.com/svc-dev/svc/modules/triggers"
+	"github.com/svc-dev/svc/platform/database"
+)
+
+// buildTriggers builds the triggers module: pins resolve through the agents store, runs
+// start through the runs service (which picks a durable run when durable mode is on and
+// the pinned version needs it), and on PostgreSQL a session advisory lock elects the one
+// replica that fires schedules.
+func buildTriggers(d *deps, agentStore *agents.Service, runSvc *runs.Service) (*triggers.Module, error) {
+	logger := d.log.With().Str("module", "triggers").Logger()
+	svc, err := triggers.NewService(d.db, d.keys, triggerPins{agentStore}, triggerRuns{runSvc}, logger, triggers.Options{Durable: d.cfg.Durable})
+	if err != nil {
+		return nil, err
+	}
+	var opts triggers.SchedulerOptions
+	if d.db.Dialect == database.Postgres {
+		opts.Elector = triggers.NewSchemaElector(d.db.SQL())
+	}
+	sched, err := triggers.NewScheduler(svc, logger, opts)
+	if err != nil {
+		return nil, err
+	}
+	return triggers.New(svc, sched, logger)
+}
+
+// triggerPins adapts the agents store to triggers.AgentPins.
+type triggerPins struct{ agents *agents.Service }
+
+var _ triggers.AgentPins = triggerPins{}
+
+func (p triggerPins) ResolvePin(ctx context.Context, agentID, version, contentHash string) (triggers.Pin, error) {
+	v, err := p.agents.Resolve(ctx, agentID, version, contentHash)
+	if err != nil {
+		return triggers.Pin{}, err
+	}
+	g, _, err := agents.CheckIR(v.IR)
+	if err != nil {
+		// A stored version always validated when it was published.
+		return triggers.Pin{}, fmt.Errorf("stored version %s of agent %q no longer validates: %w", v.Version, agentID, err)
+	}
+	return triggers.Pin{Version: v.Version, ContentHash: v.ContentHash, NeedsDurable: runtime.RequiresDurable(g)}, nil
+}
+
+// triggerRuns adapts the runs service to triggers.RunStarter.
+type triggerRuns struct{ runs *runs.Service }
+
+var _ triggers.RunStarter = triggerRuns{}
+
+func (r triggerRuns) StartTriggeredRun(ctx context.Context, req triggers.RunRequest) (string, error) {
+	var in any
+	if err := json.Unmarshal(req.Input, &in); err != nil {
+		return "", fmt.Errorf("trigger %s: run input is not JSON: %w", req.TriggerID, err)
+	}
+	return r.runs.StartAgentRun(ctx, runs.AgentRunRequest{
+		AgentID: req.AgentID, Version: req.Version, ContentHash: req.ContentHash,
+		Input: in, TriggerID: req.TriggerID,
+	})
+}
