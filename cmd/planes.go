@@ -57,7 +57,7 @@ func buildControl(ctx context.Context, d *deps) (*plane, error) {
 		return nil, err
 	}
 	// Runs execute graphs with the runtime's collaborators; see buildRuns (cmd/runs_adapter.go).
-	runModule, sessionModule, err := buildRuns(d, agentStore, runtime.Deps{
+	runModule, sessionModule, durableModule, err := buildRuns(d, agentStore, runtime.Deps{
 		Connections: runtimeConnections{connectionStore},
 		MCP:         toolServers,
 	}, runObserver)
@@ -76,6 +76,7 @@ func buildControl(ctx context.Context, d *deps) (*plane, error) {
 		connections.New(connectionStore),
 		mcp.New(toolServers),
 		runModule,
+		durableModule,
 		sessionModule,
 		triggerModule,
 		observabilityModule,

@@ -16,31 +16,46 @@ import (
 // buildRuns builds the sessions and runs modules. exec carries the graph runtime's
 // collaborators (connections, tool servers, subgraph loader); its Models is set here to the
 // inference plane's client.
-func buildRuns(d *deps, agentStore *agents.Service, exec runtime.Deps, observers ...runs.Observer) (*runs.Module, *sessions.Module, error) {
+func buildRuns(d *deps, agentStore *agents.Service, exec runtime.Deps, observers ...runs.Observer) (*runs.Module, *sessions.Module, *runs.Durable, error) {
 	sessionStore, err := sessions.NewService(d.db)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	runStore, err := runs.NewStore(d.db)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	inference := client.NewInference(d.cfg.InferenceURL, nil)
 	exec.Models = inference
+	runAgents := newRunAgents(agentStore)
+	// Subgraph nodes (durable runs only) load saved agents through the same resolver.
+	exec.Agents = runs.SubgraphLoader(runAgents)
+	executor := runtime.New(exec)
+	// Durable mode: its endpoints are always mounted (they answer durable_required when
+	// SERVICE_DURABLE is off); its worker runs only when it is on.
+	durable, err := runs.NewDurable(runs.DurableOptions{
+		DB: d.db, Store: runStore, Executor: executor, Agents: runAgents, Sessions: runSessions{sessionStore},
+		Observers: observers, Enabled: d.cfg.Durable, Lease: d.cfg.DurableLease,
+		Logger: d.log.With().Str("module", "runs").Logger(),
+	})
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	svc, err := runs.NewService(runs.Options{
 		Store:       runStore,
-		Executor:    runtime.New(exec),
+		Executor:    executor,
 		Models:      inference,
-		Agents:      newRunAgents(agentStore),
+		Agents:      runAgents,
 		Sessions:    runSessions{sessionStore},
 		Observers:   observers,
 		DurableMode: d.cfg.Durable,
+		Durable:     durable,
 		Logger:      d.log.With().Str("module", "runs").Logger(),
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return runs.New(svc, runs.ModuleOptions{InvokeToken: d.cfg.InvokeToken}), sessions.New(sessionStore), nil
+	return runs.New(svc, runs.ModuleOptions{InvokeToken: d.cfg.InvokeToken}), sessions.New(sessionStore), durable, nil
 }
 
 // runSessions adapts the sessions service to runs.Sessions.
