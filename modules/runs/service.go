@@ -405,17 +405,12 @@ func deref(p *string) string {
 	return *p
 }
 
-// begin records the run (created) and moves it to streaming.
+// begin records a run whose execution starts at once. It is inserted directly as streaming:
+// created is the state of runs accepted for later execution (background and durable runs),
+// and one write less per run matters on the hot path.
 func (s *Service) begin(ctx context.Context, p *prepared) (*Run, error) {
-	r, err := s.store.Insert(ctx, NewRun{Kind: p.kind, Input: p.recordInput, Model: p.model, AgentID: p.agentID,
-		Version: p.version, ContentHash: p.hash, TriggerID: p.triggerID, SessionID: p.sessionID})
-	if err != nil {
-		return nil, err
-	}
-	if err := s.store.MarkStreaming(ctx, r.ID); err != nil {
-		return nil, err
-	}
-	return r, nil
+	return s.store.Insert(ctx, NewRun{Kind: p.kind, Input: p.recordInput, Model: p.model, AgentID: p.agentID,
+		Version: p.version, ContentHash: p.hash, TriggerID: p.triggerID, SessionID: p.sessionID, Status: StatusStreaming})
 }
 
 // fanout hands each event to every sink; sinks never block (runtime.EventSink's contract).
