@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -129,12 +130,28 @@ func TestRecordScenarios(t *testing.T) {
 		if r.Status != 200 || got.ID != first.ID || got.Labels["commit"] != "abc" || !got.CreatedAt.Equal(first.CreatedAt) {
 			t.Fatalf("get: %d %s", r.Status, r.Body)
 		}
+		// The POST answer and later reads agree, created_at included.
+		var posted, read Result
+		srv.Do("POST", "/bench/runs", `{"agent_id":"a","metrics":{"x":1}}`).JSON(t, &posted)
+		srv.Do("GET", "/bench/runs/"+posted.ID, nil).JSON(t, &read)
+		if pj, _ := json.Marshal(posted); string(pj) != string(mustJSON(t, read)) {
+			t.Fatalf("posted %s, read %+v", pj, read)
+		}
 		for _, id := range []string{"bres_00000000000000000000000000000000", "nope", "bres_%00", "%ff"} {
 			if r := srv.Do("GET", "/bench/runs/"+id, nil); r.Status != 404 || r.ErrorCode() != "bench_result_not_found" {
 				t.Errorf("%s: %d %s", id, r.Status, r.Body)
 			}
 		}
 	})
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func manyMetrics(n int) string {

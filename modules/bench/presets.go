@@ -54,7 +54,7 @@ func (s *Service) CreatePreset(ctx context.Context, in PresetInput) (*Preset, er
 	if err != nil {
 		return nil, err
 	}
-	row := presetRow{Name: *in.Name, Params: params, CreatedAt: time.Now().UTC()}
+	row := presetRow{Name: *in.Name, Params: params, CreatedAt: now()}
 	if in.Description != nil {
 		if !multilineText(*in.Description, maxDescriptionLength) {
 			return nil, invalid("description", "must be at most %d characters without control characters other than tab and newline", maxDescriptionLength)

@@ -232,7 +232,7 @@ func (s *Service) Record(ctx context.Context, in RecordInput) (*Result, error) {
 		}
 	}
 	row.ID = newID(resultIDPrefix)
-	row.CreatedAt = time.Now().UTC()
+	row.CreatedAt = now()
 	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"time"
 
 	"github.com/svc-dev/svc/platform/database"
 )
@@ -44,3 +45,7 @@ func decodeCursor(before string) (*database.Cursor, error) {
 	}
 	return &c, nil
 }
+
+// now is the creation time of a row, at the microsecond precision PostgreSQL keeps, so the
+// created_at of a POST answer equals the one later reads return (and cursors are exact).
+func now() time.Time { return time.Now().UTC() }

@@ -165,7 +165,7 @@ func (s *Service) CreateSuite(ctx context.Context, in SuiteInput) (*Suite, error
 	if row.ID == "" {
 		row.ID = newID(suiteIDPrefix)
 	}
-	row.CreatedAt = time.Now().UTC()
+	row.CreatedAt = now()
 	for i := range cases {
 		cases[i].SuiteID = row.ID
 	}
