@@ -48,4 +48,4 @@ func decodeCursor(before string) (*database.Cursor, error) {
 
 // now is the creation time of a row, at the microsecond precision PostgreSQL keeps, so the
 // created_at of a POST answer equals the one later reads return (and cursors are exact).
-func now() time.Time { return time.Now().UTC() }
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
