@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Cursor is an opaque keyset position (created_at, id) for newest-first listings.
@@ -28,7 +30,9 @@ func DecodeCursor(s string) (Cursor, error) {
 		return Cursor{}, ErrBadCursor
 	}
 	at, id, ok := strings.Cut(string(b), "|")
-	if !ok || id == "" {
+	if !ok || id == "" || len(id) > 256 || !utf8.ValidString(id) || strings.IndexFunc(id, unicode.IsControl) >= 0 {
+		// PostgreSQL refuses NUL and invalid UTF-8 in text parameters: reject them here so
+		// a crafted cursor is a 400, never a 500.
 		return Cursor{}, ErrBadCursor
 	}
 	t, err := time.Parse(time.RFC3339Nano, at)

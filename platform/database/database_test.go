@@ -2,6 +2,7 @@ package database_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"testing"
 	"time"
@@ -74,7 +75,10 @@ func TestCursorRoundTrip(t *testing.T) {
 	if err != nil || !got.At.Equal(c.At) || got.ID != c.ID {
 		t.Fatalf("round trip: %v %v", got, err)
 	}
-	for _, bad := range []string{"", "!!", "bm9waXBl", "MjAyNnw="} {
+	crafted := func(id string) string {
+		return base64.RawURLEncoding.EncodeToString([]byte("2026-01-02T03:04:05Z|" + id))
+	}
+	for _, bad := range []string{"", "!!", "bm9waXBl", "MjAyNnw=", crafted("a\x00b"), crafted("\xff\xfe"), crafted("a\nb")} {
 		if _, err := database.DecodeCursor(bad); err == nil {
 			t.Fatalf("accepted %q", bad)
 		}
