@@ -50,6 +50,10 @@ func DecodeJSON(raw []byte, v any, strict bool) error {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return apperr.Invalid("request body is required")
 	}
+	if hasNULEscape(raw) {
+		// PostgreSQL text and jsonb refuse NUL; refuse it at the door on every dialect.
+		return apperr.Invalid("NUL characters (\\u0000) are not supported in request bodies")
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if strict {
 		dec.DisallowUnknownFields()
@@ -121,4 +125,24 @@ func ParsePage(c echo.Context) (Page, error) {
 		p.Limit = n
 	}
 	return p, nil
+}
+
+// hasNULEscape reports a JSON \u0000 escape (any hex case) or a raw NUL byte.
+func hasNULEscape(raw []byte) bool {
+	if bytes.IndexByte(raw, 0) >= 0 {
+		return true
+	}
+	for i := 0; i+6 <= len(raw); i++ {
+		if raw[i] == '\\' && (raw[i+1] == 'u' || raw[i+1] == 'U') && raw[i+2] == '0' && raw[i+3] == '0' && raw[i+4] == '0' && raw[i+5] == '0' {
+			// An escaped backslash before it ("\\\\u0000") is text, not NUL.
+			bs := 0
+			for j := i - 1; j >= 0 && raw[j] == '\\'; j-- {
+				bs++
+			}
+			if bs%2 == 0 {
+				return true
+			}
+		}
+	}
+	return false
 }

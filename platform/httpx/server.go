@@ -7,10 +7,13 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 	"github.com/rs/zerolog"
+	"github.com/svc-dev/svc/platform/apperr"
 )
 
 // Module is a feature folder mounted on a plane: it registers its routes and contributes
@@ -75,6 +78,7 @@ func NewEcho(opts Options) *echo.Echo {
 			MaxAge:        600,
 		}))
 	}
+	e.Use(rejectBadURL)
 	limit := opts.BodyLimit
 	skip := opts.BodyLimitSkip
 	e.Use(func(next echo.HandlerFunc) echo.HandlerFunc {
@@ -130,4 +134,30 @@ func accessLog(logger zerolog.Logger) echo.MiddlewareFunc {
 // IsSSE reports whether the route streams (so middleware that buffers must skip it).
 func IsSSE(c echo.Context) bool {
 	return strings.Contains(c.Request().Header.Get("Accept"), "text/event-stream")
+}
+
+// rejectBadURL refuses paths and queries holding NUL, other control characters or invalid
+// UTF-8: no route can use them, and PostgreSQL would refuse them as text (a 500 otherwise).
+func rejectBadURL(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		u := c.Request().URL
+		for _, s := range []string{u.Path, u.RawQuery} {
+			if !utf8.ValidString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0 {
+				return apperr.Invalid("the URL holds control characters or invalid UTF-8")
+			}
+		}
+		for _, vs := range c.QueryParams() {
+			for _, v := range vs {
+				if !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
+					return apperr.Invalid("a query parameter holds control characters or invalid UTF-8")
+				}
+			}
+		}
+		for _, v := range c.ParamValues() {
+			if !utf8.ValidString(v) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
+				return apperr.Invalid("a path parameter holds control characters or invalid UTF-8")
+			}
+		}
+		return next(c)
+	}
 }

@@ -64,6 +64,9 @@ func TestErrorEnvelope(t *testing.T) {
 		{"limit too big", "GET", "/list?limit=201", nil, 400, "invalid_request", "limit"},
 		{"limit not number", "GET", "/list?limit=x", nil, 400, "invalid_request", "limit"},
 		{"limit zero", "GET", "/list?limit=0", nil, 400, "invalid_request", "limit"},
+		{"NUL escape in body", "POST", "/echo", `{"name":"a\u0000b"}`, 400, "invalid_request", "NUL"},
+		{"NUL in query", "GET", "/list?before=a%00b", nil, 400, "invalid_request", "control"},
+		{"invalid UTF-8 in query", "GET", "/list?before=%ff%fe", nil, 400, "invalid_request", "UTF-8"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,6 +88,9 @@ func TestErrorEnvelope(t *testing.T) {
 	// A valid body passes.
 	if r := s.Do("POST", "/echo", `{"name":"a","count":2}`); r.Status != 200 {
 		t.Fatalf("valid body: %d %s", r.Status, r.Body)
+	}
+	if r := s.Do("POST", "/echo", `{"name":"a\\u0000b"}`); r.Status != 200 {
+		t.Fatalf("escaped backslash is not NUL: %d %s", r.Status, r.Body)
 	}
 	if r := s.Do("GET", "/list", nil); r.Map(t)["limit"].(float64) != 50 {
 		t.Fatal("default limit")
