@@ -38,6 +38,7 @@ func secretStores(db *database.DB, keys *secrets.Keyring) ([]namedStore, error) 
 	return []namedStore{
 		{name: "connections", store: conns},
 		{name: "inference credentials", store: credentialTable{db: db}},
+		{name: "webhook triggers", store: triggerSecrets{db: db}},
 	}, nil
 }
 
@@ -49,8 +50,8 @@ func newSecretsCmd() *cobra.Command {
 	rotate := &cobra.Command{
 		Use:   "rotate",
 		Short: "Re-encrypt every stored secret under the first key of SERVICE_SECRET_KEY",
-		Long: `Re-encrypt every stored secret (connection secrets and the inference plane's local
-credentials) under the first key of SERVICE_SECRET_KEY, so that the other keys can then be
+		Long: `Re-encrypt every stored secret (connection secrets, webhook trigger secrets and the
+inference plane's local credentials) under the first key of SERVICE_SECRET_KEY, so that the other keys can then be
 removed. Run it with the new key first and the old keys after it, e.g.
 SERVICE_SECRET_KEY="<new>,<old>". It talks to the database directly, is safe while the service
 runs, and can be repeated. Secrets that no configured key decrypts are left unchanged and

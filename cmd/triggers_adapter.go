@@ -10,6 +10,7 @@ import (
 	"github.com/svc-dev/svc/modules/runs"
 	"github.com/svc-dev/svc/modules/triggers"
 	"github.com/svc-dev/svc/platform/database"
+	"github.com/svc-dev/svc/platform/secrets"
 )
 
 // buildTriggers builds the triggers module: pins resolve through the agents store, runs
@@ -65,4 +66,12 @@ func (r triggerRuns) StartTriggeredRun(ctx context.Context, req triggers.RunRequ
 		AgentID: req.AgentID, Version: req.Version, ContentHash: req.ContentHash,
 		Input: in, TriggerID: req.TriggerID,
 	})
+}
+
+// triggerSecrets is the webhook secrets' table for `svc secrets rotate`.
+type triggerSecrets struct{ db *database.DB }
+
+// Rotate implements secretStore.
+func (t triggerSecrets) Rotate(ctx context.Context, keys *secrets.Keyring) (int, error) {
+	return triggers.RotateSecrets(ctx, t.db, keys)
 }

@@ -19,7 +19,7 @@ import (
 
 // controlPlane builds the real control plane on db, starts its background work, and serves
 // it on a test server.
-func controlPlane(t *testing.T, db *database.DB) *httptest.Server {
+func controlPlane(t testing.TB, db *database.DB) *httptest.Server {
 	t.Helper()
 	cfg := config.Defaults()
 	cfg.DataDir = t.TempDir()
