@@ -1,7 +1,9 @@
 package runs_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"os/exec"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,9 +16,9 @@ import (
 )
 
 // startBinary runs `svc serve all` on the given data dir and database.
-func startBinary(t *testing.T, dataDir, dbURL, control, inference string) *testkit.Proc {
+func startBinary(t *testing.T, dataDir, dbURL, control, inference string, env ...string) *testkit.Proc {
 	t.Helper()
-	p := testkit.Start(t, []string{
+	p := testkit.Start(t, append([]string{
 		"SERVICE_DATA_DIR=" + dataDir,
 		"SERVICE_DATABASE_URL=" + dbURL,
 		"SERVICE_CONTROL_ADDR=" + control,
@@ -24,7 +26,7 @@ func startBinary(t *testing.T, dataDir, dbURL, control, inference string) *testk
 		"SERVICE_INFERENCE_URL=http://" + inference,
 		"SERVICE_INVOKE_TOKEN=",
 		"SERVICE_LOG_LEVEL=warn",
-	}, "serve", "all")
+	}, env...), "serve", "all")
 	p.WaitHTTP(t, "http://"+control+"/readyz", 200, 30*time.Second)
 	return p
 }
@@ -115,5 +117,72 @@ func TestSweepAfterKill(t *testing.T) {
 				t.Fatalf("unregistered model through the real plane: %d %s", r.Status, r.Body)
 			}
 		})
+	}
+}
+
+// The composition root end to end: an agent published through the agents API runs through
+// the runs API, invoke checks the token, and the CLI streams answers.
+func TestAgentRunsAndCLIThroughBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	up := newUpstream(t)
+	control, inference := testkit.FreeAddr(t), testkit.FreeAddr(t)
+	base := "http://" + control
+	startBinary(t, t.TempDir(), "", control, inference, "SERVICE_INVOKE_TOKEN=tok-123")
+	if r := testkit.Do(t, "http://"+inference, "PUT", "/admin/models/chat", map[string]any{"binding": "hosted-compatible", "baseUrl": up.URL + "/v1", "model": "echo"}); r.Status/100 != 2 {
+		t.Fatalf("register model: %d %s", r.Status, r.Body)
+	}
+	if r := testkit.Do(t, base, "POST", "/agents", map[string]any{"ir": json.RawMessage(greeter)}); r.Status != 201 {
+		t.Fatalf("publish: %d %s", r.Status, r.Body)
+	}
+	r := testkit.Do(t, base, "POST", "/agents/greeter/runs", map[string]any{"input": map[string]any{"name": "Ada"}, "stream": false})
+	if r.Status != 200 || r.Map(t)["output"] != "Hello, Ada" {
+		t.Fatalf("agent run: %d %s", r.Status, r.Body)
+	}
+	if r := testkit.Do(t, base, "POST", "/agents/greeter/runs", map[string]any{"version": "7"}); r.Status != 404 || r.ErrorCode() != "version_not_found" {
+		t.Fatalf("unknown version: %d %s", r.Status, r.Body)
+	}
+	if r := testkit.Do(t, base, "POST", "/agents/greeter/invoke", map[string]any{"input": map[string]any{"name": "Bo"}}, "Authorization: Bearer nope"); r.Status != 401 {
+		t.Fatalf("invoke wrong token: %d %s", r.Status, r.Body)
+	}
+	if r := testkit.Do(t, base, "POST", "/agents/greeter/invoke", map[string]any{"input": map[string]any{"name": "Bo"}}, "Authorization: Bearer tok-123"); r.Status != 200 || r.Map(t)["output"] != "Hello, Bo" {
+		t.Fatalf("invoke: %d %s", r.Status, r.Body)
+	}
+
+	cli := func(args ...string) (string, string, int) {
+		t.Helper()
+		cmd := exec.Command(testkit.Binary(t), append(args, "--control-url", base)...)
+		var out, errOut bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		_ = cmd.Run()
+		return out.String(), errOut.String(), cmd.ProcessState.ExitCode()
+	}
+	if out, errOut, code := cli("runs", "start", "greeter", "--input", `{"name":"Cy"}`); code != 0 || out != "Hello, Cy\n" || !strings.HasPrefix(errOut, "run run_") {
+		t.Fatalf("cli agent run: %d %q %q", code, out, errOut)
+	}
+	if r := testkit.Do(t, base, "POST", "/sessions", map[string]any{"id": "cli"}); r.Status != 201 {
+		t.Fatalf("session: %d", r.Status)
+	}
+	if out, errOut, code := cli("runs", "start", "--model", "chat", "--prompt", "hi there", "--session", "cli"); code != 0 || out != "echo: hi there\n" {
+		t.Fatalf("cli prompt run: %d %q %q", code, out, errOut)
+	}
+	if out, errOut, code := cli("runs", "start", "greeter", "--input", `{}`); code != 1 || !strings.Contains(errOut, "transform_error") {
+		t.Fatalf("cli failing run: %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code := cli("runs", "start", "--model", "nope", "--prompt", "x"); code != 1 || !strings.Contains(errOut, "model_not_found") {
+		t.Fatalf("cli unknown model: %d %q", code, errOut)
+	}
+	if out, _, code := cli("runs", "list", "--agent", "greeter"); code != 0 || strings.Count(out, "greeter@1") != 4 {
+		t.Fatalf("cli list: %d %q", code, out)
+	}
+	if out, _, code := cli("sessions", "get", "cli"); code != 0 || !strings.Contains(out, `"echo: hi there"`) {
+		t.Fatalf("cli session: %d %q", code, out)
+	}
+	if out, _, code := cli("sessions", "list"); code != 0 || !strings.Contains(out, "cli") {
+		t.Fatalf("cli sessions list: %d %q", code, out)
+	}
+	if out, _, code := cli("runs", "start", "greeter", "--input", `{"name":"Di"}`, "--no-stream"); code != 0 || !strings.Contains(out, `"output": "Hello, Di"`) {
+		t.Fatalf("cli no-stream: %d %q", code, out)
 	}
 }
