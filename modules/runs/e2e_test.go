@@ -3,9 +3,9 @@ package runs_test
 import (
 	"bytes"
 	"encoding/json"
-	"os/exec"
 	"net/http"
 	"net/http/httptest"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
