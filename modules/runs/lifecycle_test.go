@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/svc-dev/svc/modules/graph/runtime"
 	"github.com/svc-dev/svc/modules/runs"
 	"github.com/svc-dev/svc/platform/database"
 	"github.com/svc-dev/svc/platform/database/dbtest"
@@ -120,9 +121,22 @@ func TestStartupSweep(t *testing.T) {
 		if _, err := st.Finish(ctx, done, runs.RunOutcome{Status: runs.StatusCompleted, Output: "x"}); err != nil {
 			t.Fatal(err)
 		}
-		mod := runs.New(b.svc, runs.ModuleOptions{})
+		// A process started after these runs were recorded sweeps them; its own runs stay.
+		time.Sleep(2 * time.Millisecond)
+		svc2, err := runs.NewService(runs.Options{Store: st, Executor: runtime.New(runtime.Deps{})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		own, err := st.Insert(ctx, runs.NewRun{Kind: runs.KindGraph, Input: map[string]any{}, Status: runs.StatusStreaming})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mod := runs.New(svc2, runs.ModuleOptions{})
 		if err := mod.Start(ctx); err != nil {
 			t.Fatal(err)
+		}
+		if r, _ := st.Get(ctx, own.ID); r.Status != "streaming" {
+			t.Fatalf("the sweep failed a run of the new process: %+v", r)
 		}
 		want := map[string]string{created: "failed", streaming: "failed", waiting: "waiting", durable: "created", done: "completed"}
 		for id, status := range want {

@@ -117,6 +117,9 @@ type Service struct {
 	log         zerolog.Logger
 
 	// Background runs (triggers) run under bg; Stop cancels it and waits for them.
+	// started is when this process built the service: the sweep fails only older runs.
+	started time.Time
+
 	bg       context.Context
 	cancelBg context.CancelCauseFunc
 	wg       sync.WaitGroup
@@ -132,6 +135,7 @@ func NewService(opts Options) (*Service, error) {
 		store: opts.Store, exec: opts.Executor, models: opts.Models, agents: opts.Agents,
 		sessions: opts.Sessions, observers: opts.Observers, durableMode: opts.DurableMode,
 		durable: opts.Durable, log: opts.Logger, bg: bg, cancelBg: cancel,
+		started: opts.Store.stamp(),
 	}, nil
 }
 
@@ -593,7 +597,7 @@ func (s *Service) abandon(ctx context.Context, id string) {
 }
 
 // Sweep fails the non-durable runs a previous process left created or streaming.
-func (s *Service) Sweep(ctx context.Context) (int64, error) { return s.store.Sweep(ctx) }
+func (s *Service) Sweep(ctx context.Context) (int64, error) { return s.store.Sweep(ctx, s.started) }
 
 // Stop cancels background runs (they end failed, interrupted) and waits for them to be
 // recorded, or for ctx to end.

@@ -316,12 +316,14 @@ func (s *Store) List(ctx context.Context, q ListQuery) (Page, error) {
 	return p, nil
 }
 
-// Sweep fails every non-durable run still created or streaming: at startup they can only be
-// leftovers of a previous process. Waiting and durable runs are left alone.
-func (s *Store) Sweep(ctx context.Context) (int64, error) {
+// Sweep fails every non-durable run still created or streaming that was created before
+// `before` (this process's start): such runs can only be leftovers of a previous process,
+// while runs this process accepted between opening its routes and sweeping are left to
+// finish. Waiting and durable runs are left alone.
+func (s *Store) Sweep(ctx context.Context, before time.Time) (int64, error) {
 	now := s.stamp()
 	res := s.db.WithContext(ctx).Model(&row{}).
-		Where("durable = ? AND status IN ?", false, []string{StatusCreated, StatusStreaming}).
+		Where("durable = ? AND status IN ? AND created_at < ?", false, []string{StatusCreated, StatusStreaming}, before.UTC()).
 		Updates(map[string]any{
 			"status": StatusFailed, "error_code": ErrInterrupted.Code, "error_message": InterruptedMessage,
 			"updated_at": now, "completed_at": now,
