@@ -344,6 +344,7 @@ func (d *Durable) fill(ctx context.Context) {
 		}
 		return
 	}
+	claimed := 0
 	for _, id := range ids {
 		select {
 		case d.slots <- struct{}{}:
@@ -358,6 +359,7 @@ func (d *Durable) fill(ctx context.Context) {
 			}
 			continue
 		}
+		claimed++
 		d.running.Add(1)
 		go func() {
 			defer d.running.Done()
@@ -365,7 +367,7 @@ func (d *Durable) fill(ctx context.Context) {
 			d.execute(ctx, id, until)
 		}()
 	}
-	if len(ids) > 0 {
+	if claimed > 0 && len(ids) == free*2 {
 		// More may be waiting than this round could see.
 		d.wake()
 	}

@@ -30,6 +30,7 @@ type sideEffects struct {
 	hits    map[string]int
 	release chan struct{}
 	blocked chan string
+	gone    atomic.Int32 // blocked requests whose caller went away
 }
 
 func newSideEffects(t *testing.T) *sideEffects {
@@ -43,6 +44,7 @@ func newSideEffects(t *testing.T) *sideEffects {
 			select {
 			case <-s.release:
 			case <-r.Context().Done():
+				s.gone.Add(1)
 				return
 			}
 		}
@@ -413,6 +415,46 @@ func TestTriggerStartsDurableRun(t *testing.T) {
 	if run["durable"] != true || run["trigger_id"] != "trg_1" || run["prompt"] != "hi ann" {
 		t.Fatalf("triggered run = %v", run)
 	}
+}
+
+// TestDurableLeaseLostStopsExecution takes a run's lease away from the worker executing it
+// (as a replica that claimed it after an expiry would): the worker stops without writing,
+// and the node it was executing runs again under the next holder.
+func TestDurableLeaseLostStopsExecution(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *database.DB) {
+		fx := newSideEffects(t)
+		b := setupDurable(t, db, fx, nil, durableOpts{owner: "A"})
+		b.agents.publish(t, "steal", "1", `{"nodes":[`+tool("b", fx.URL+"/block/b")+`,`+tool("c", fx.URL+"/c")+`,{"id":"o","kind":"output","value":"$in.in.body.path"}],`+
+			`"edges":[{"source":"b","target":"c"},{"source":"c","target":"o"}]}`)
+		id := startDurable(t, b.srv, "steal", map[string]any{})
+		<-fx.blocked
+		far := time.Now().UTC().Add(time.Hour)
+		if err := db.Exec("UPDATE runs SET lease_owner = ?, lease_until = ? WHERE id = ?", "thief", far, id).Error; err != nil {
+			t.Fatal(err)
+		}
+		// The heartbeat notices and cancels the execution: the blocked tool call is abandoned.
+		deadline := time.Now().Add(30 * time.Second)
+		for fx.gone.Load() == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if fx.gone.Load() != 1 {
+			t.Fatal("the execution went on after its lease was taken")
+		}
+		var n int64
+		db.Table("run_checkpoints").Where("run_id = ?", id).Count(&n)
+		if n != 0 || fx.count("/c") != 0 {
+			t.Fatalf("a fenced-off worker wrote %d checkpoints and called c %d times", n, fx.count("/c"))
+		}
+		// The thief's lease expires without progress: the run is claimed again and completes.
+		fx.unblock()
+		if err := db.Exec("UPDATE runs SET lease_until = ? WHERE id = ?", time.Now().UTC().Add(-time.Second), id).Error; err != nil {
+			t.Fatal(err)
+		}
+		run := waitStatus(t, b.srv, id, runs.StatusCompleted, runs.StatusFailed)
+		if run["status"] != runs.StatusCompleted || run["output"] != "/c" || fx.count("/block/b") != 2 || fx.count("/c") != 1 {
+			t.Fatalf("run = %v; b ran %d times, c %d", run, fx.count("/block/b"), fx.count("/c"))
+		}
+	})
 }
 
 var _ httpx.Starter = (*runs.Durable)(nil)
