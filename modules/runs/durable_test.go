@@ -457,5 +457,33 @@ func TestDurableLeaseLostStopsExecution(t *testing.T) {
 	})
 }
 
+// TestDurableSessionTurn: a durable run in a session appends its turn when it completes.
+func TestDurableSessionTurn(t *testing.T) {
+	db := dbtest.Open(t, database.SQLite)
+	b := setupDurable(t, db, nil, nil, durableOpts{})
+	b.agents.publish(t, "ask", "1", `{"nodes":[{"id":"h","kind":"human","prompt":"?"},{"id":"o","kind":"output"}],"edges":[{"source":"h","target":"o"}]}`)
+	if r := b.srv.Do("POST", "/sessions", map[string]any{"id": "s1"}); r.Status != 201 {
+		t.Fatalf("session: %d %s", r.Status, r.Body)
+	}
+	if r := b.srv.Do("POST", "/agents/ask/durable-runs", map[string]any{"session_id": "nope"}); r.Status != 404 {
+		t.Fatalf("unknown session: %d %s", r.Status, r.Body)
+	}
+	id := startDurable(t, b.srv, "ask", map[string]any{"input": "question", "session_id": "s1"})
+	waitStatus(t, b.srv, id, runs.StatusWaiting)
+	if r := b.srv.Do("POST", "/runs/"+id+"/resume", map[string]any{"input": "answer"}); r.Status != 202 {
+		t.Fatalf("resume: %d %s", r.Status, r.Body)
+	}
+	if run := waitStatus(t, b.srv, id, runs.StatusCompleted, runs.StatusFailed); run["session_id"] != "s1" || run["output"] != "answer" {
+		t.Fatalf("run = %v", run)
+	}
+	var sess struct {
+		Messages []struct{ Role, Content string } `json:"messages"`
+	}
+	b.srv.Do("GET", "/sessions/s1", nil).JSON(t, &sess)
+	if len(sess.Messages) != 2 || sess.Messages[0].Content != "question" || sess.Messages[1].Content != "answer" {
+		t.Fatalf("session messages = %+v", sess.Messages)
+	}
+}
+
 var _ httpx.Starter = (*runs.Durable)(nil)
 var _ httpx.Module = (*runs.Durable)(nil)
