@@ -2,13 +2,14 @@ package observability
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
 // PortMeta describes one captured port without its content.
 type PortMeta struct {
 	Type  string `json:"type"`  // object, array, string, number, boolean or null
-	Bytes int    `json:"bytes"` // size of its JSON encoding (before redaction)
+	Bytes int    `json:"bytes"` // size of its compact JSON encoding before redaction (escapes not counted)
 }
 
 // ioRows applies the run's policy to buffered node payloads. Redaction happens here, before
@@ -69,15 +70,54 @@ func in2ptr(b []byte) *string {
 func metaOf(ports map[string]any) string {
 	meta := make(map[string]PortMeta, len(ports))
 	for k, v := range ports {
-		b, err := json.Marshal(v)
-		size := len(b)
-		if err != nil {
-			size = 0
-		}
-		meta[k] = PortMeta{Type: jsonType(v), Bytes: size}
+		meta[k] = PortMeta{Type: jsonType(v), Bytes: jsonSize(v)}
 	}
 	b, _ := json.Marshal(meta) // strings and ints only
 	return string(b)
+}
+
+// jsonSize is the size of v's compact JSON encoding, computed without encoding it (the writer
+// does this for every node of every run). Strings count their bytes plus quotes, without the
+// escapes the encoder would add; shapes other than decoded JSON are encoded to measure them.
+func jsonSize(v any) int {
+	switch x := v.(type) {
+	case nil:
+		return 4
+	case bool:
+		if x {
+			return 4
+		}
+		return 5
+	case string:
+		return len(x) + 2
+	case float64:
+		return len(strconv.FormatFloat(x, 'g', -1, 64))
+	case int:
+		return len(strconv.Itoa(x))
+	case map[string]any:
+		n := 2
+		if len(x) > 0 {
+			n += len(x) - 1 // commas
+		}
+		for k, e := range x {
+			n += len(k) + 3 + jsonSize(e) // "k":
+		}
+		return n
+	case []any:
+		n := 2
+		if len(x) > 0 {
+			n += len(x) - 1
+		}
+		for _, e := range x {
+			n += jsonSize(e)
+		}
+		return n
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return 0
+	}
+	return len(b)
 }
 
 func jsonType(v any) string {

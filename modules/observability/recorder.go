@@ -427,7 +427,7 @@ func (r *Recorder) loop(ctx context.Context, done chan<- struct{}) {
 	}
 }
 
-// Flush writes every buffered change of every live run now.
+// Flush writes every buffered change of every live run now, in one transaction.
 func (r *Recorder) Flush(ctx context.Context) error {
 	r.mu.Lock()
 	runs := make([]*liveRun, 0, len(r.runs))
@@ -435,13 +435,7 @@ func (r *Recorder) Flush(ctx context.Context) error {
 		runs = append(runs, lr)
 	}
 	r.mu.Unlock()
-	var errs []error
-	for _, lr := range runs {
-		if err := r.flushRun(ctx, lr); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return r.flush(ctx, runs)
 }
 
 // FlushRun writes the buffered changes of one run, if it is live in this process, so a read
@@ -453,7 +447,7 @@ func (r *Recorder) FlushRun(ctx context.Context, runID string) error {
 	if lr == nil {
 		return nil
 	}
-	return r.flushRun(ctx, lr)
+	return r.flush(ctx, []*liveRun{lr})
 }
 
 // Live reports whether the run is being recorded in this process.
@@ -463,69 +457,113 @@ func (r *Recorder) Live(runID string) bool {
 	return r.runs[runID] != nil
 }
 
-func (r *Recorder) flushRun(ctx context.Context, lr *liveRun) error {
+// runBatch is what one flush takes from one run's buffer.
+type runBatch struct {
+	lr       *liveRun
+	info     RunInfo
+	spans    []spanState
+	ios      []capturedIO
+	rows     []ioRow
+	finished bool
+}
+
+// flush takes the buffers of runs and writes them together: batching across runs makes the
+// writer's cost per run a few rows in a shared transaction instead of a transaction each.
+func (r *Recorder) flush(ctx context.Context, runs []*liveRun) error {
 	r.flushMu.Lock()
 	defer r.flushMu.Unlock()
 
-	lr.mu.Lock()
-	info := lr.info
-	batch := make([]spanState, 0, len(lr.dirty))
-	for id := range lr.dirty {
-		batch = append(batch, *lr.spans[id])
-	}
-	clear(lr.dirty)
-	ios := lr.io
-	lr.io = nil
-	finished := lr.finished
-	lr.mu.Unlock()
-
-	var err error
-	if lr.policy == nil {
-		var p Policy
-		if p, err = r.policyFor(ctx, info.AgentID); err == nil {
-			lr.policy = &p
+	batches := make([]*runBatch, 0, len(runs))
+	for _, lr := range runs {
+		lr.mu.Lock()
+		b := &runBatch{lr: lr, info: lr.info, finished: lr.finished, ios: lr.io}
+		if len(lr.dirty) > 0 {
+			b.spans = make([]spanState, 0, len(lr.dirty))
+			for id := range lr.dirty {
+				b.spans = append(b.spans, *lr.spans[id])
+			}
+			clear(lr.dirty)
 		}
+		lr.io = nil
+		lr.mu.Unlock()
+		if len(b.spans) == 0 && len(b.ios) == 0 && lr.registered {
+			if b.finished {
+				r.forget(lr)
+			}
+			continue
+		}
+		batches = append(batches, b)
+	}
+	if len(batches) == 0 {
+		return nil
+	}
+	// Policies are read once per agent per flush, and kept by each run after its first write.
+	byAgent := map[string]Policy{}
+	var err error
+	for _, b := range batches {
+		if b.lr.policy == nil {
+			p, ok := byAgent[b.info.AgentID]
+			if !ok {
+				if p, err = r.policyFor(ctx, b.info.AgentID); err != nil {
+					break
+				}
+				byAgent[b.info.AgentID] = p
+			}
+			b.lr.policy = &p
+		}
+		b.rows = r.ioRows(b.info.RunID, *b.lr.policy, b.ios)
 	}
 	if err == nil {
-		err = r.store.write(ctx, info, lr.registered, *lr.policy, batch, r.ioRows(info.RunID, *lr.policy, ios))
+		err = r.store.write(ctx, batches)
 	}
 	if err != nil {
-		lr.failures++
-		if lr.failures < maxFlushFailures || !finished {
-			lr.mu.Lock()
-			for _, s := range batch {
-				if _, again := lr.dirty[s.span.SpanID]; !again {
-					lr.dirty[s.span.SpanID] = struct{}{}
-				}
-			}
-			lr.io = append(ios, lr.io...)
-			lr.mu.Unlock()
-			return err
+		for _, b := range batches {
+			r.requeue(b, err)
 		}
-		r.log.Error().Err(err).Str("run_id", info.RunID).Int("spans", len(batch)).Msg("trace writer: giving up on a finished run's spans")
-		r.forget(lr)
 		return err
 	}
-	lr.registered, lr.failures = true, 0
-
-	if r.opts.Exporter != nil {
-		var out []Span
-		for _, s := range batch {
-			sp := s.span
-			if lr.exported[sp.SpanID] || !exportable(sp) {
-				continue
+	for _, b := range batches {
+		lr := b.lr
+		lr.registered, lr.failures = true, 0
+		if r.opts.Exporter != nil {
+			var out []Span
+			for _, s := range b.spans {
+				sp := s.span
+				if lr.exported[sp.SpanID] || !exportable(sp) {
+					continue
+				}
+				lr.exported[sp.SpanID] = true
+				out = append(out, sp)
 			}
-			lr.exported[sp.SpanID] = true
-			out = append(out, sp)
+			if len(out) > 0 {
+				r.opts.Exporter.Export(ctx, b.info, out)
+			}
 		}
-		if len(out) > 0 {
-			r.opts.Exporter.Export(ctx, info, out)
+		if b.finished {
+			r.forget(lr)
 		}
-	}
-	if finished {
-		r.forget(lr)
 	}
 	return nil
+}
+
+// requeue puts a failed batch back for the next flush, unless a finished run has failed too
+// often (then its unwritten spans are dropped with an error log).
+func (r *Recorder) requeue(b *runBatch, err error) {
+	lr := b.lr
+	lr.failures++
+	if lr.failures >= maxFlushFailures && b.finished {
+		r.log.Error().Err(err).Str("run_id", b.info.RunID).Int("spans", len(b.spans)).Msg("trace writer: giving up on a finished run's spans")
+		r.forget(lr)
+		return
+	}
+	lr.mu.Lock()
+	for _, s := range b.spans {
+		if _, again := lr.dirty[s.span.SpanID]; !again {
+			lr.dirty[s.span.SpanID] = struct{}{}
+		}
+	}
+	lr.io = append(b.ios, lr.io...)
+	lr.mu.Unlock()
 }
 
 // forget drops a finished run whose buffer is empty (a resume may have reopened it meanwhile).

@@ -69,8 +69,10 @@ const (
 	captureUnencodable = "unencodable" // payload not JSON-encodable: metadata kept instead
 )
 
-// rowsPerInsert keeps each multi-row INSERT well under SQLite's bound-variable limit.
-const rowsPerInsert = 200
+// rowsPerInsert bounds each multi-row INSERT: far below SQLite's bound-variable limit, and
+// small enough that the pure-Go driver's per-statement binding (which grows faster than the
+// number of parameters) stays cheap.
+const rowsPerInsert = 25
 
 var spanUpdateColumns = []string{"parent_id", "name", "kind", "node_id", "node_kind", "status", "start_at", "end_at", "duration_ms", "attrs", "error_code", "error_message"}
 
@@ -102,26 +104,50 @@ func fromRow(r spanRow) Span {
 	return sp
 }
 
-// write persists one flush of a run in a transaction: the trace_runs row (first time), the
-// changed spans (upserts) and the captured I/O.
-func (s *store) write(ctx context.Context, info RunInfo, registered bool, p Policy, spans []spanState, ios []ioRow) error {
-	if registered && len(spans) == 0 && len(ios) == 0 {
-		return nil
-	}
-	var fresh, restored []spanRow
-	for _, st := range spans {
-		if st.restored {
-			restored = append(restored, toRow(st.span))
-		} else {
-			fresh = append(fresh, toRow(st.span))
+// write persists one flush in a transaction: the trace_runs rows of runs written for the first
+// time, the changed spans (upserts) and the captured I/O of every batch.
+func (s *store) write(ctx context.Context, batches []*runBatch) error {
+	var (
+		runs             []traceRunRow
+		fresh, restored  []spanRow
+		freshIO, restIO  []ioRow
+		seenIO, seenRest = map[[2]string]int{}, map[[2]string]int{}
+	)
+	now := time.Now().UTC()
+	for _, b := range batches {
+		if !b.lr.registered {
+			p := *b.lr.policy
+			runs = append(runs, traceRunRow{RunID: b.info.RunID, TraceID: TraceID(b.info.RunID), AgentID: b.info.AgentID,
+				IOCapture: p.Capture, IORetentionSeconds: p.RetentionSeconds, CreatedAt: now})
+		}
+		for _, st := range b.spans {
+			if st.restored {
+				restored = append(restored, toRow(st.span))
+			} else {
+				fresh = append(fresh, toRow(st.span))
+			}
+		}
+		// One row per node per statement: PostgreSQL refuses to update a row twice in one
+		// INSERT, and a re-executed node may appear twice in a flush (the last one wins).
+		for _, row := range b.rows {
+			key := [2]string{row.RunID, row.NodeID}
+			list, seen := &freshIO, seenIO
+			if row.restored {
+				list, seen = &restIO, seenRest
+			}
+			if i, ok := seen[key]; ok {
+				(*list)[i] = row
+				continue
+			}
+			seen[key] = len(*list)
+			*list = append(*list, row)
 		}
 	}
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if !registered {
-			row := traceRunRow{RunID: info.RunID, TraceID: TraceID(info.RunID), AgentID: info.AgentID, IOCapture: p.Capture,
-				IORetentionSeconds: p.RetentionSeconds, CreatedAt: time.Now().UTC()}
-			// A resumed run keeps the policy it was first recorded under.
-			if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
+		// A resumed run keeps the policy it was first recorded under.
+		for i := 0; i < len(runs); i += rowsPerInsert {
+			chunk := runs[i:min(i+rowsPerInsert, len(runs))]
+			if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&chunk).Error; err != nil {
 				return err
 			}
 		}
@@ -143,14 +169,15 @@ func (s *store) write(ctx context.Context, info RunInfo, registered bool, p Poli
 		ioKeys := []clause.Column{{Name: "run_id"}, {Name: "node_id"}}
 		update := clause.OnConflict{Columns: ioKeys, DoUpdates: clause.AssignmentColumns(
 			[]string{"capture", "input", "output", "input_meta", "output_meta", "captured_at", "expires_at", "purged_at"})}
-		// One row per statement: a node may appear twice in a flush (a re-executed iteration)
-		// and PostgreSQL refuses to update one row twice in a single INSERT.
-		for i := range ios {
-			c := update
-			if ios[i].restored {
-				c = clause.OnConflict{Columns: ioKeys, DoNothing: true}
+		for i := 0; i < len(freshIO); i += rowsPerInsert {
+			chunk := freshIO[i:min(i+rowsPerInsert, len(freshIO))]
+			if err := tx.Clauses(update).Create(&chunk).Error; err != nil {
+				return err
 			}
-			if err := tx.Clauses(c).Create(&ios[i]).Error; err != nil {
+		}
+		for i := 0; i < len(restIO); i += rowsPerInsert {
+			chunk := restIO[i:min(i+rowsPerInsert, len(restIO))]
+			if err := tx.Clauses(clause.OnConflict{Columns: ioKeys, DoNothing: true}).Create(&chunk).Error; err != nil {
 				return err
 			}
 		}
