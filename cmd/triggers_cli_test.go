@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
 	"github.com/rs/zerolog"
+	"github.com/svc-dev/svc/modules/agents"
+	"github.com/svc-dev/svc/modules/graph/runtime"
 	"github.com/svc-dev/svc/modules/triggers"
 	"github.com/svc-dev/svc/platform/config"
 	"github.com/svc-dev/svc/platform/database"
@@ -112,6 +115,75 @@ func TestTriggersEndToEnd(t *testing.T) {
 		}
 		if _, err := runCLI(t, "", "triggers", "rm", sch.ID, flag); err == nil || !strings.Contains(err.Error(), "trigger_not_found") {
 			t.Fatalf("rm again: %v", err)
+		}
+	})
+}
+
+// TestScheduleStartsRealRun fires a schedule (on a fake clock) through the composition
+// root's adapters into the real runs module: the run completes with the configured input
+// and carries trigger_id.
+func TestScheduleStartsRealRun(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *database.DB) {
+		ctx := context.Background()
+		cfg := config.Defaults()
+		cfg.DataDir = t.TempDir()
+		bus := events.NewBus(events.Options{})
+		t.Cleanup(bus.Close)
+		d := &deps{cfg: cfg, log: zerolog.Nop(), db: db, keys: secrets.Ephemeral(), bus: bus}
+		agentStore, err := agents.NewService(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runModule, _, _, err := buildRuns(d, agentStore, runtime.Deps{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := runModule.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = runModule.Stop(ctx) })
+		greeter := `{"id":"greeter","nodes":[{"id":"shape","kind":"transform","expr":"{greeting: \"Hello, \" + $in.in.name}"},{"id":"out","kind":"output","value":"$in.in.greeting"}],"edges":[{"source":"shape","target":"out"}]}`
+		if _, _, err := agentStore.Create(ctx, agents.CreateInput{IR: []byte(greeter)}); err != nil {
+			t.Fatal(err)
+		}
+		clock := clockwork.NewFakeClockAt(time.Date(2031, 1, 1, 9, 59, 30, 0, time.UTC))
+		svc, err := triggers.NewService(db, d.keys, triggerPins{agentStore}, triggerRuns{runModule.Service()}, zerolog.Nop(), triggers.Options{Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sched, err := triggers.NewScheduler(svc, zerolog.Nop(), triggers.SchedulerOptions{Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sched.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sched.Stop(ctx) })
+		agentID, kind, v := "greeter", "schedule", "1"
+		tr, err := svc.Create(ctx, triggers.CreateInput{AgentID: &agentID, Kind: &kind, Version: &v, Config: []byte(`{"cron":"0 10 * * *","input":{"name":"Bob"}}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sched.Sync(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		if err := clock.BlockUntilContext(waitCtx, 1); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(30 * time.Second) // 10:00:00
+		var status, output string
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			row := db.Raw("SELECT status, COALESCE(output, '') FROM runs WHERE trigger_id = ?", tr.ID).Row()
+			if row.Scan(&status, &output) == nil && status == "completed" {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if status != "completed" || !strings.Contains(output, "Hello, Bob") {
+			t.Fatalf("scheduled run: status %q output %q", status, output)
 		}
 	})
 }
