@@ -22,7 +22,7 @@ func newRunsCmd() *cobra.Command {
 		Short: "Start and inspect runs on the control plane",
 	}
 	addControlURLFlag(runs)
-	runs.AddCommand(runsStart(), runsGet(), runsList())
+	runs.AddCommand(runsStart(), runsGet(), runsList(), runsDurable(), runsResume())
 	return runs
 }
 
