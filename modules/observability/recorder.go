@@ -153,10 +153,10 @@ func (r *Recorder) RunStarted(_ context.Context, info RunInfo) runtime.EventSink
 		lr = &liveRun{r: r, spans: map[string]*spanState{}, dirty: map[string]struct{}{}, exported: map[string]bool{}}
 		r.runs[info.RunID] = lr
 	}
-	r.mu.Unlock()
-
+	// Reopened under r.mu, so a concurrent forget cannot drop the buffer this run writes into.
 	lr.mu.Lock()
 	lr.info, lr.finished = info, false
+	r.mu.Unlock()
 	name := "run"
 	if info.AgentID != "" {
 		name = "run " + info.AgentID
@@ -170,8 +170,8 @@ func (r *Recorder) RunStarted(_ context.Context, info RunInfo) runtime.EventSink
 	return lr
 }
 
-// RunFinished closes the run span and hands the run to the writer; it does not wait for the
-// database. A waiting run keeps its buffer open for the resume.
+// RunFinished closes the run span (status waiting for a parked run) and hands the run to the
+// writer; it does not wait for the database.
 func (r *Recorder) RunFinished(_ context.Context, info RunInfo, res RunOutcome) {
 	r.mu.Lock()
 	lr := r.runs[info.RunID]
@@ -199,7 +199,9 @@ func (r *Recorder) RunFinished(_ context.Context, info RunInfo, res RunOutcome) 
 		sp.Error = &SpanError{Code: res.ErrorCode, Message: res.ErrorMessage}
 	}
 	lr.setLocked(sp, false)
-	lr.finished = status != StatusWaiting
+	// A parked run is also let go once written: its resume (maybe days later, maybe on another
+	// replica) starts a fresh buffer and replays the checkpointed nodes as restored.
+	lr.finished = true
 	lr.mu.Unlock()
 	if r.opts.Metrics != nil {
 		r.opts.Metrics.runFinished(res.Status)
@@ -529,7 +531,8 @@ func (r *Recorder) flush(ctx context.Context, runs []*liveRun) error {
 			var out []Span
 			for _, s := range b.spans {
 				sp := s.span
-				if lr.exported[sp.SpanID] || !exportable(sp) {
+				// Restored spans were exported by the process that ran them.
+				if lr.exported[sp.SpanID] || !exportable(sp) || s.restored {
 					continue
 				}
 				lr.exported[sp.SpanID] = true
