@@ -318,7 +318,7 @@ func runsList() *cobra.Command {
 						Code string `json:"code"`
 					} `json:"error"`
 				} `json:"runs"`
-				NextBefore string `json:"next_before"`
+				Next string `json:"next"`
 			}
 			if err := json.Unmarshal(raw, &page); err != nil {
 				return err
@@ -345,8 +345,8 @@ func runsList() *cobra.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			if page.NextBefore != "" {
-				fmt.Fprintf(c.ErrOrStderr(), "more: --before %s\n", page.NextBefore)
+			if page.Next != "" {
+				fmt.Fprintf(c.ErrOrStderr(), "more: --before %s\n", page.Next)
 			}
 			return nil
 		},

@@ -57,7 +57,7 @@ func sessionsList() *cobra.Command {
 					Turns     int    `json:"turns"`
 					UpdatedAt string `json:"updated_at"`
 				} `json:"sessions"`
-				NextBefore string `json:"next_before"`
+				Next string `json:"next"`
 			}
 			if err := json.Unmarshal(raw, &page); err != nil {
 				return err
@@ -70,8 +70,8 @@ func sessionsList() *cobra.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			if page.NextBefore != "" {
-				fmt.Fprintf(c.ErrOrStderr(), "more: --before %s\n", page.NextBefore)
+			if page.Next != "" {
+				fmt.Fprintf(c.ErrOrStderr(), "more: --before %s\n", page.Next)
 			}
 			return nil
 		},

@@ -305,24 +305,17 @@ func (s *Service) publishOnce(ctx context.Context, agentID string, version *stri
 
 // List returns agents newest first.
 func (s *Service) List(ctx context.Context, limit int, before string) (Page, error) {
-	q := s.db.WithContext(ctx).Order("created_at DESC, id DESC").Limit(limit + 1)
-	if before != "" {
-		c, err := database.DecodeCursor(before)
-		if err != nil {
-			return Page{}, invalid("before", "is not a cursor from a previous page")
-		}
-		q = q.Where("created_at < ? OR (created_at = ? AND id < ?)", c.At, c.At, c.ID)
+	q, err := database.Keyset(s.db.WithContext(ctx), "created_at", limit, before)
+	if err != nil {
+		return Page{}, invalid("before", "is not a cursor from a previous page")
 	}
 	var rows []agentRow
 	if err := q.Find(&rows).Error; err != nil {
 		return Page{}, err
 	}
-	p := Page{Agents: make([]Agent, 0, len(rows))}
-	if len(rows) > limit {
-		rows = rows[:limit]
-		last := rows[len(rows)-1]
-		p.Next = database.Cursor{At: last.CreatedAt, ID: last.ID}.Encode()
-	}
+	p := Page{}
+	rows, p.Next = database.NextPage(rows, limit, func(r agentRow) database.Cursor { return database.Cursor{At: r.CreatedAt, ID: r.ID} })
+	p.Agents = make([]Agent, 0, len(rows))
 	if len(rows) == 0 {
 		return p, nil
 	}
@@ -332,7 +325,7 @@ func (s *Service) List(ctx context.Context, limit int, before string) (Page, err
 	}
 	// The latest version of each listed agent, in one query.
 	var latest []versionRow
-	err := s.db.WithContext(ctx).Select("agent_id", "version", "seq", "content_hash", "created_at").
+	err = s.db.WithContext(ctx).Select("agent_id", "version", "seq", "content_hash", "created_at").
 		Where("agent_id IN ? AND seq = (SELECT MAX(v2.seq) FROM agent_versions v2 WHERE v2.agent_id = agent_versions.agent_id)", ids).
 		Find(&latest).Error
 	if err != nil {

@@ -188,24 +188,17 @@ type Page struct {
 
 // List returns up to limit connections, newest first, created before the cursor.
 func (s *Service) List(ctx context.Context, limit int, before string) (Page, error) {
-	q := s.db.WithContext(ctx).Order("created_at DESC, id DESC").Limit(limit + 1)
-	if before != "" {
-		c, err := database.DecodeCursor(before)
-		if err != nil {
-			return Page{}, invalid("before", "is not a cursor from a previous page")
-		}
-		q = q.Where("created_at < ? OR (created_at = ? AND id < ?)", c.At, c.At, c.ID)
+	q, err := database.Keyset(s.db.WithContext(ctx), "created_at", limit, before)
+	if err != nil {
+		return Page{}, invalid("before", "is not a cursor from a previous page")
 	}
 	var rows []row
 	if err := q.Find(&rows).Error; err != nil {
 		return Page{}, err
 	}
-	p := Page{Connections: make([]Connection, 0, len(rows))}
-	if len(rows) > limit {
-		rows = rows[:limit]
-		last := rows[len(rows)-1]
-		p.Next = database.Cursor{At: last.CreatedAt, ID: last.ID}.Encode()
-	}
+	p := Page{}
+	rows, p.Next = database.NextPage(rows, limit, func(r row) database.Cursor { return database.Cursor{At: r.CreatedAt, ID: r.ID} })
+	p.Connections = make([]Connection, 0, len(rows))
 	for _, r := range rows {
 		p.Connections = append(p.Connections, s.view(r))
 	}

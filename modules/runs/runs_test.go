@@ -508,10 +508,10 @@ func TestListRuns(t *testing.T) {
 			for _, run := range p.Runs {
 				seen = append(seen, run.ID)
 			}
-			if p.NextBefore == "" {
+			if p.Next == "" {
 				break
 			}
-			before = p.NextBefore
+			before = p.Next
 		}
 		if len(seen) != 5 {
 			t.Fatalf("paging saw %v", seen)

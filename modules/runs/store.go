@@ -268,8 +268,8 @@ type ListQuery struct {
 
 // Page is one page of runs, newest first.
 type Page struct {
-	Runs       []*Run `json:"runs"`
-	NextBefore string `json:"next_before,omitempty"`
+	Runs []*Run `json:"runs"`
+	Next string `json:"next,omitempty"`
 }
 
 // List returns runs newest first, filtered, keyset-paged by (created_at, id).
@@ -277,13 +277,9 @@ func (s *Store) List(ctx context.Context, q ListQuery) (Page, error) {
 	if q.Limit <= 0 {
 		q.Limit = 50
 	}
-	tx := s.db.WithContext(ctx).Order("created_at DESC, id DESC").Limit(q.Limit + 1)
-	if q.Before != "" {
-		c, err := database.DecodeCursor(q.Before)
-		if err != nil {
-			return Page{}, invalid("before", "is not a cursor from a previous page")
-		}
-		tx = tx.Where("created_at < ? OR (created_at = ? AND id < ?)", c.At, c.At, c.ID)
+	tx, err := database.Keyset(s.db.WithContext(ctx), "created_at", q.Limit, q.Before)
+	if err != nil {
+		return Page{}, invalid("before", "is not a cursor from a previous page")
 	}
 	if q.Status != "" {
 		if !validStatus[q.Status] {
@@ -304,12 +300,9 @@ func (s *Store) List(ctx context.Context, q ListQuery) (Page, error) {
 	if err := tx.Find(&rows).Error; err != nil {
 		return Page{}, err
 	}
-	p := Page{Runs: make([]*Run, 0, len(rows))}
-	if len(rows) > q.Limit {
-		rows = rows[:q.Limit]
-		last := rows[len(rows)-1]
-		p.NextBefore = database.Cursor{At: last.CreatedAt, ID: last.ID}.Encode()
-	}
+	p := Page{}
+	rows, p.Next = database.NextPage(rows, q.Limit, func(r row) database.Cursor { return database.Cursor{At: r.CreatedAt, ID: r.ID} })
+	p.Runs = make([]*Run, 0, len(rows))
 	for i := range rows {
 		p.Runs = append(p.Runs, rows[i].view())
 	}

@@ -81,7 +81,7 @@ type Message struct {
 // Page is one page of sessions, newest activity first.
 type Page struct {
 	Sessions   []Session `json:"sessions"`
-	NextBefore string    `json:"next_before,omitempty"`
+	Next       string    `json:"next,omitempty"`
 }
 
 // EnsureInput is the body of POST /sessions.
@@ -156,24 +156,17 @@ func (s *Service) Ensure(ctx context.Context, in EnsureInput) (*Session, bool, e
 
 // List returns sessions, newest activity first.
 func (s *Service) List(ctx context.Context, limit int, before string) (Page, error) {
-	q := s.db.WithContext(ctx).Order("updated_at DESC, id DESC").Limit(limit + 1)
-	if before != "" {
-		c, err := database.DecodeCursor(before)
-		if err != nil {
-			return Page{}, invalid("before", "is not a cursor from a previous page")
-		}
-		q = q.Where("updated_at < ? OR (updated_at = ? AND id < ?)", c.At, c.At, c.ID)
+	q, err := database.Keyset(s.db.WithContext(ctx), "updated_at", limit, before)
+	if err != nil {
+		return Page{}, invalid("before", "is not a cursor from a previous page")
 	}
 	var rows []sessionRow
 	if err := q.Find(&rows).Error; err != nil {
 		return Page{}, err
 	}
-	p := Page{Sessions: make([]Session, 0, len(rows))}
-	if len(rows) > limit {
-		rows = rows[:limit]
-		last := rows[len(rows)-1]
-		p.NextBefore = database.Cursor{At: last.UpdatedAt, ID: last.ID}.Encode()
-	}
+	p := Page{}
+	rows, p.Next = database.NextPage(rows, limit, func(r sessionRow) database.Cursor { return database.Cursor{At: r.UpdatedAt, ID: r.ID} })
+	p.Sessions = make([]Session, 0, len(rows))
 	if len(rows) == 0 {
 		return p, nil
 	}

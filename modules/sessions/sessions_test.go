@@ -119,10 +119,10 @@ func TestSessions(t *testing.T) {
 				}
 				seen[s.ID] = true
 			}
-			if p.NextBefore == "" {
+			if p.Next == "" {
 				break
 			}
-			before = p.NextBefore
+			before = p.Next
 		}
 		if len(seen) != 3 {
 			t.Fatalf("paging saw %d sessions", len(seen))

@@ -237,13 +237,9 @@ type Page struct {
 // List returns up to limit triggers created before the cursor, newest first, optionally
 // only those of one agent.
 func (s *Service) List(ctx context.Context, limit int, before, agentID string) (Page, error) {
-	q := s.db.WithContext(ctx).Order("created_at DESC, id DESC").Limit(limit + 1)
-	if before != "" {
-		c, err := database.DecodeCursor(before)
-		if err != nil {
-			return Page{}, invalid("before", "is not a cursor from a previous page")
-		}
-		q = q.Where("created_at < ? OR (created_at = ? AND id < ?)", c.At, c.At, c.ID)
+	q, err := database.Keyset(s.db.WithContext(ctx), "created_at", limit, before)
+	if err != nil {
+		return Page{}, invalid("before", "is not a cursor from a previous page")
 	}
 	if agentID != "" {
 		q = q.Where("agent_id = ?", agentID)
@@ -252,12 +248,9 @@ func (s *Service) List(ctx context.Context, limit int, before, agentID string) (
 	if err := q.Find(&rows).Error; err != nil {
 		return Page{}, err
 	}
-	p := Page{Triggers: make([]Trigger, 0, len(rows))}
-	if len(rows) > limit {
-		rows = rows[:limit]
-		last := rows[len(rows)-1]
-		p.Next = database.Cursor{At: last.CreatedAt, ID: last.ID}.Encode()
-	}
+	p := Page{}
+	rows, p.Next = database.NextPage(rows, limit, func(r row) database.Cursor { return database.Cursor{At: r.CreatedAt, ID: r.ID} })
+	p.Triggers = make([]Trigger, 0, len(rows))
 	for _, r := range rows {
 		p.Triggers = append(p.Triggers, view(r))
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"gorm.io/gorm"
 )
 
 // Cursor is an opaque keyset position (created_at, id) for newest-first listings.
@@ -40,4 +42,29 @@ func DecodeCursor(s string) (Cursor, error) {
 		return Cursor{}, ErrBadCursor
 	}
 	return Cursor{At: t, ID: id}, nil
+}
+
+// Keyset applies newest-first keyset paging on (column, id) to q: it orders, limits to
+// limit+1 rows (one extra to know whether a next page exists) and, when before is set,
+// starts after that cursor. A cursor the service did not mint gives ErrBadCursor.
+func Keyset(q *gorm.DB, column string, limit int, before string) (*gorm.DB, error) {
+	q = q.Order(column + " DESC, id DESC").Limit(limit + 1)
+	if before == "" {
+		return q, nil
+	}
+	c, err := DecodeCursor(before)
+	if err != nil {
+		return nil, err
+	}
+	return q.Where("("+column+" < ? OR ("+column+" = ? AND id < ?))", c.At, c.At, c.ID), nil
+}
+
+// NextPage trims rows fetched with Keyset to limit and returns the cursor of the next page
+// ("" on the last page); at returns a row's (column, id) position.
+func NextPage[T any](rows []T, limit int, at func(T) Cursor) ([]T, string) {
+	if len(rows) <= limit {
+		return rows, ""
+	}
+	rows = rows[:limit]
+	return rows, at(rows[len(rows)-1]).Encode()
 }
