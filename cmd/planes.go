@@ -20,6 +20,7 @@ import (
 	"github.com/svc-dev/svc/modules/mcp"
 	"github.com/svc-dev/svc/modules/models"
 	"github.com/svc-dev/svc/platform/httpx"
+	"github.com/svc-dev/svc/web"
 )
 
 // buildControl is the control plane's composition root: it lists the modules mounted.
@@ -69,7 +70,13 @@ func buildControl(ctx context.Context, d *deps) (*plane, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The browser UI at /ui/, with a same-origin pass-through to the inference admin API.
+	uiModule, err := web.New(d.cfg.InferenceURL)
+	if err != nil {
+		return nil, err
+	}
 	p.modules = []httpx.Module{
+		uiModule,
 		agents.New(agentStore),
 		artifacts.New(artifactStore),
 		bench.New(benchStore),
