@@ -41,8 +41,17 @@ export function fmtTime(iso) {
 }
 
 export function fmtMs(ms) {
-  if (ms === undefined || ms === null) return '';
-  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(2)} s`;
+  if (ms === undefined || ms === null || isNaN(ms)) return '';
+  if (ms < 1) return `${Math.round(ms * 1000)} µs`;
+  return ms < 1000 ? `${+ms.toFixed(1)} ms` : `${(ms / 1000).toFixed(2)} s`;
+}
+
+// preciseMs parses an RFC 3339 time keeping its sub-millisecond digits (Date.parse drops
+// them, and most nodes of a small graph take microseconds).
+export function preciseMs(iso) {
+  const frac = /\.(\d+)/.exec(iso);
+  const whole = Date.parse(iso.replace(/\.\d+/, ''));
+  return frac ? whole + Number(`0.${frac[1]}`) * 1000 : whole;
 }
 
 export const short = (s, n = 18) => (s && s.length > n ? s.slice(0, n) + '…' : s || '');

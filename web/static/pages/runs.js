@@ -1,6 +1,6 @@
 // Runs: start an agent run (streamed, or durable), the runs list with filters, and a run's
 // record, trace timeline, per-node I/O and the resume form of a waiting durable run.
-import { h, replace, link, code, badge, pagedTable, form, section, json, kv, fmtTime, fmtMs, short, compact, navigate, pageHead, errorBox } from '../lib/dom.js';
+import { h, replace, link, code, badge, pagedTable, form, section, json, kv, fmtTime, fmtMs, preciseMs, short, compact, navigate, pageHead, errorBox } from '../lib/dom.js';
 import { api, enc, query } from '../lib/api.js';
 import { streamPanel } from '../lib/runview.js';
 
@@ -23,7 +23,7 @@ export async function start(view, { query: q, onLeave }) {
       { name: 'version', label: 'Version', type: 'select', options: [['', 'latest']] },
       { name: 'input', label: 'Input (JSON)', type: 'json', value: q.get('input') || '{}', rows: 6 },
       { name: 'session_id', label: 'Session', placeholder: 'optional: a session id', value: q.get('session') || '' },
-      { name: 'durable', label: 'Durable run (checkpointed; polls instead of streaming; needs SERVICE_DURABLE=1)', type: 'checkbox' },
+      { name: 'durable', label: 'Durable run (checkpointed; polls instead of streaming; needs SERVICE_DURABLE=1)', type: 'checkbox', value: q.get('durable') === '1' },
     ],
     submit: 'Run',
     onSubmit: async (v) => {
@@ -68,7 +68,7 @@ export async function list(view, { query: q }) {
       { title: 'Kind', cell: (r) => r.kind + (r.durable ? ' · durable' : '') },
       { title: 'Agent / model', cell: (r) => (r.agent_id ? link(`#/agents/${enc(r.agent_id)}`, `${r.agent_id} @ ${r.version}`) : r.model || '—') },
       { title: 'Started', cell: (r) => fmtTime(r.created_at) },
-      { title: 'Took', cell: (r) => (r.completed_at ? fmtMs(new Date(r.completed_at) - new Date(r.created_at)) : '') },
+      { title: 'Took', cell: (r) => (r.completed_at ? fmtMs(preciseMs(r.completed_at) - preciseMs(r.created_at)) : '') },
       { title: 'Error', cell: (r) => (r.error ? code(r.error.code) : '') },
     ], async (before) => {
       const r = await api('GET', `/runs${query({ ...filters, limit: 50, before })}`);
@@ -95,7 +95,7 @@ export async function detail(view, { params, onLeave }) {
 
 function runPage(run, trace, reload) {
   const again = run.agent_id
-    ? link(`#/run${query({ agent: run.agent_id, version: run.version, input: JSON.stringify(run.input), session: run.session_id })}`, 'Run again', 'button')
+    ? link(`#/run${query({ agent: run.agent_id, version: run.version, input: JSON.stringify(run.input), session: run.session_id, durable: run.durable ? 1 : '' })}`, 'Run again', 'button')
     : run.model ? link(`#/playground${query({ model: run.model, prompt: run.input, session: run.session_id })}`, 'Open in playground', 'button') : '';
   return [
     pageHead(run.id, again),
@@ -143,8 +143,8 @@ function traceView(runId, trace) {
     for (const c of s.children || []) walk(c, depth + 1);
   };
   walk(trace.root, 0);
-  const t0 = Date.parse(trace.root.start);
-  const spanEnd = (s) => (s.end ? Date.parse(s.end) : Date.now());
+  const t0 = preciseMs(trace.root.start);
+  const spanEnd = (s) => (s.end ? preciseMs(s.end) : Date.now());
   const total = Math.max(1, ...rows.map(([s]) => spanEnd(s) - t0));
   const el = h('div', { class: 'trace' },
     h('div', { class: 'span head' }, h('span', {}, 'Span'), h('span', {}, 'Kind'), h('span', {}, 'Status'), h('span', {}, 'Duration'), h('span', {}, 'Timeline')),
@@ -153,9 +153,9 @@ function traceView(runId, trace) {
 }
 
 function spanRow(runId, s, depth, t0, total) {
-  const start = Date.parse(s.start) - t0;
-  const dur = (s.end ? Date.parse(s.end) : Date.now()) - Date.parse(s.start);
-  const bar = h('div', { class: `bar ${s.status}`, title: `${fmtMs(s.duration_ms ?? dur)} from +${fmtMs(start)}` });
+  const start = preciseMs(s.start) - t0;
+  const dur = (s.end ? preciseMs(s.end) : Date.now()) - preciseMs(s.start);
+  const bar = h('div', { class: `bar ${s.status}`, title: `${fmtMs(dur)} from +${fmtMs(start)}` });
   bar.style.left = `${(100 * start) / total}%`;
   bar.style.width = `${(100 * Math.max(dur, 0)) / total}%`;
   const name = h('span', { class: 'name', title: s.name }, s.name);
@@ -163,7 +163,7 @@ function spanRow(runId, s, depth, t0, total) {
   const attrs = Object.entries(s.attributes || {}).filter(([k]) => ['model', 'tokens_in', 'tokens_out', 'tool_name', 'tool_host', 'iterations', 'restored'].includes(k));
   const row = h('div', { class: `span${s.node_id ? ' clickable' : ''}` },
     h('span', {}, name, attrs.length ? h('div', { class: 'muted' }, attrs.map(([k, v]) => `${k}=${v}`).join(' ')) : ''),
-    h('span', {}, s.kind), h('span', {}, badge(s.status)), h('span', {}, s.end ? fmtMs(s.duration_ms) : '…'),
+    h('span', {}, s.kind), h('span', {}, badge(s.status)), h('span', {}, s.end ? fmtMs(dur) : '…'),
     h('div', { class: 'track' }, bar));
   const wrap = h('div', {}, row, s.error ? h('div', { class: 'io' }, errorBox(s.error)) : '');
   if (s.node_id) {
