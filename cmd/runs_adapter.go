@@ -50,6 +50,8 @@ func buildRuns(d *deps, agentStore *agents.Service, exec runtime.Deps, observers
 		Observers:   observers,
 		DurableMode: d.cfg.Durable,
 		Durable:     durable,
+		Lease:       d.cfg.RunLease,
+		Owner:       durable.Owner(), // one lease owner id per process, durable or not
 		Logger:      d.log.With().Str("module", "runs").Logger(),
 	})
 	if err != nil {

@@ -32,8 +32,9 @@ func startBinary(t *testing.T, dataDir, dbURL, control, inference string, env ..
 }
 
 // Kill a real control plane while a run is in flight (a tool node blocked on a local HTTP
-// server, a prompt run blocked on the model), restart it on the same database: the startup
-// sweep has failed both runs with the interrupted error, and a fresh run works.
+// server, a prompt run blocked on the model), restart it on the same database: once the
+// killed process's leases expire (SERVICE_RUN_LEASE, short here) the sweep has failed both
+// runs with the interrupted error, and a fresh run works.
 func TestSweepAfterKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -60,7 +61,8 @@ func TestSweepAfterKill(t *testing.T) {
 			dataDir := t.TempDir()
 			control, inference := testkit.FreeAddr(t), testkit.FreeAddr(t)
 			base := "http://" + control
-			p := startBinary(t, dataDir, dbURL, control, inference)
+			lease := "SERVICE_RUN_LEASE=1s"
+			p := startBinary(t, dataDir, dbURL, control, inference, lease)
 
 			// A hosted-compatible model in the real inference plane, in front of the scripted upstream.
 			if r := testkit.Do(t, "http://"+inference, "PUT", "/admin/models/slow", map[string]any{"binding": "hosted-compatible", "baseUrl": up.URL + "/v1", "model": "slow"}); r.Status/100 != 2 {
@@ -92,7 +94,7 @@ func TestSweepAfterKill(t *testing.T) {
 			}
 
 			p.Kill()
-			startBinary(t, dataDir, dbURL, control, inference)
+			startBinary(t, dataDir, dbURL, control, inference, lease)
 			for _, id := range []string{graphRun, promptRun} {
 				deadline := time.Now().Add(20 * time.Second)
 				var rec map[string]any

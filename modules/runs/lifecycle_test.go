@@ -3,6 +3,7 @@ package runs_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,8 +96,9 @@ func TestStreamKeepalive(t *testing.T) {
 	}
 }
 
-// The startup sweep fails non-durable runs left created or streaming, and leaves waiting,
-// durable and finished runs alone.
+// The startup sweep fails non-durable runs left created or streaming without an owner (rows
+// of a version without leases) once they are older than a lease, and leaves waiting, durable
+// and finished runs alone.
 func TestStartupSweep(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, db *database.DB) {
 		b := setup(t, db, setupOpts{})
@@ -121,13 +123,20 @@ func TestStartupSweep(t *testing.T) {
 		if _, err := st.Finish(ctx, done, runs.RunOutcome{Status: runs.StatusCompleted, Output: "x"}); err != nil {
 			t.Fatal(err)
 		}
-		// A process started after these runs were recorded sweeps them; its own runs stay.
-		time.Sleep(2 * time.Millisecond)
-		svc2, err := runs.NewService(runs.Options{Store: st, Executor: runtime.New(runtime.Deps{})})
+		// Younger than a lease, an ownerless run may belong to a live replica of an older
+		// version: a process starting now leaves it.
+		if n, err := b.svc.Sweep(ctx); err != nil || n != 0 {
+			t.Fatalf("sweep of young ownerless runs: %d %v", n, err)
+		}
+		// A process starting two leases later sweeps them; its own runs stay.
+		later := func() time.Time { return time.Now().Add(2 * runs.DefaultRunLease) }
+		svc2, err := runs.NewService(runs.Options{Store: st, Executor: runtime.New(runtime.Deps{}), Now: later})
 		if err != nil {
 			t.Fatal(err)
 		}
-		own, err := st.Insert(ctx, runs.NewRun{Kind: runs.KindGraph, Input: map[string]any{}, Status: runs.StatusStreaming})
+		t.Cleanup(func() { _ = svc2.Stop(context.Background()) })
+		own, err := st.Insert(ctx, runs.NewRun{Kind: runs.KindGraph, Input: map[string]any{}, Status: runs.StatusStreaming,
+			LeaseOwner: svc2.Owner(), LeaseUntil: later().Add(runs.DefaultRunLease)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,6 +168,112 @@ func TestStartupSweep(t *testing.T) {
 		// A late end never overwrites the sweep's.
 		if ok, err := st.Finish(ctx, created, runs.RunOutcome{Status: runs.StatusCompleted}); err != nil || ok {
 			t.Fatalf("late finish: %v %v", ok, err)
+		}
+	})
+}
+
+// Two replicas on one database: a replica that starts (and sweeps) leaves the runs another
+// live replica executes alone, fails those of a replica that stopped renewing its leases once
+// they expire, and a replica whose run was swept while it could not renew (a database outage
+// longer than the lease) cancels that run, so its caller sees what the record says.
+func TestSweepAcrossReplicas(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *database.DB) {
+		ctx := context.Background()
+		// One clock for both replicas, moved forward by the test instead of waiting.
+		var skew atomic.Int64
+		now := func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+		advance := func() { skew.Add(int64(2 * runs.DefaultRunLease)) }
+		a := setup(t, db, setupOpts{owner: "replica-a", now: now})
+		b := setup(t, db, setupOpts{owner: "replica-b", now: now})
+		st := a.svc.Store()
+
+		resp, next := openStream(t, a.srv.URL+"/runs", map[string]any{"input": "a long story", "model": "slow"})
+		defer resp.Body.Close()
+		live := resp.Header.Get("X-Run-Id")
+		if f, ok := next(); !ok || f.event != "run" || !strings.Contains(f.data, `"streaming"`) {
+			t.Fatalf("first frame %+v", f)
+		}
+		<-a.up.started
+		// A replica that died (no heartbeat will ever come) and a row from before leases.
+		dead, err := st.Insert(ctx, runs.NewRun{Kind: runs.KindGraph, Input: map[string]any{}, Status: runs.StatusStreaming,
+			LeaseOwner: "replica-dead", LeaseUntil: now().Add(runs.DefaultRunLease)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		legacy, err := st.Insert(ctx, runs.NewRun{Kind: runs.KindGraph, Input: map[string]any{}, Status: runs.StatusStreaming})
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := func(id string) *runs.Run {
+			t.Helper()
+			r, err := st.Get(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+
+		// Replica B starts while A executes: nothing is expired, nothing is swept.
+		if err := runs.New(b.svc, runs.ModuleOptions{}).Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{live, dead.ID, legacy.ID} {
+			if r := status(id); r.Status != runs.StatusStreaming {
+				t.Fatalf("%s swept at B's start: %+v %+v", id, r, r.Error)
+			}
+		}
+
+		// Two leases later: A renewed its lease, the dead replica did not.
+		advance()
+		if err := a.svc.Heartbeat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := b.svc.Sweep(ctx); err != nil || n != 2 {
+			t.Fatalf("sweep: %d %v", n, err)
+		}
+		for _, id := range []string{dead.ID, legacy.ID} {
+			r := status(id)
+			if r.Status != runs.StatusFailed || r.Error == nil || r.Error.Code != "interrupted" || r.Error.Message != runs.InterruptedMessage || r.CompletedAt == nil {
+				t.Fatalf("%s after expiry: %+v %+v", id, r, r.Error)
+			}
+		}
+		if r := status(live); r.Status != runs.StatusStreaming {
+			t.Fatalf("the live replica's run was swept: %+v %+v", r, r.Error)
+		}
+
+		// A stops renewing (as if the database were out of its reach for longer than a lease):
+		// B fails the run, and A's next heartbeat cancels it.
+		advance()
+		if n, err := b.svc.Sweep(ctx); err != nil || n != 1 {
+			t.Fatalf("sweep of the unrenewed run: %d %v", n, err)
+		}
+		if err := a.svc.Heartbeat(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var final frame
+		for {
+			f, ok := next()
+			if !ok {
+				break
+			}
+			if f.event == "run" {
+				final = f
+			}
+		}
+		fe, _ := final.json(t)["error"].(map[string]any)
+		if final.json(t)["status"] != "failed" || fe["code"] != "interrupted" || fe["message"] != runs.InterruptedMessage {
+			t.Fatalf("final frame of the swept run %+v", final)
+		}
+		r := status(live)
+		if r.Status != runs.StatusFailed || r.Error == nil || r.Error.Message != runs.InterruptedMessage {
+			t.Fatalf("record of the swept run %+v %+v", r, r.Error)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for a.up.goneCount() == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if a.up.goneCount() != 1 {
+			t.Fatal("the swept run's model call was not cancelled")
 		}
 	})
 }

@@ -63,15 +63,17 @@ func (m *Module) Register(g *echo.Group) {
 	g.POST("/agents/:id/invoke", m.invoke)
 }
 
-// Start sweeps the runs a previous process left in flight (httpx.Starter).
+// Start sweeps the runs that stopped processes left in flight, then starts renewing this
+// process's leases and sweeping periodically (httpx.Starter).
 func (m *Module) Start(ctx context.Context) error {
 	n, err := m.svc.Sweep(ctx)
 	if err != nil {
 		return err
 	}
 	if n > 0 {
-		m.svc.log.Warn().Int64("runs", n).Msg("startup sweep: marked runs left in flight by a previous process as failed (interrupted)")
+		m.svc.log.Warn().Int64("runs", n).Msg("startup sweep: marked runs left in flight by a stopped process as failed (interrupted)")
 	}
+	m.svc.startLeases()
 	return nil
 }
 

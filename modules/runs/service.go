@@ -102,7 +102,20 @@ type Options struct {
 	DurableMode bool
 	Durable     DurableStarter
 	Logger      zerolog.Logger
+	// Owner names this process in the lease_owner of its non-durable runs (default: host,
+	// pid and a random suffix). Every replica needs its own.
+	Owner string
+	// Lease is how long a non-durable run stays this process's without renewal
+	// (SERVICE_RUN_LEASE; default DefaultRunLease). The heartbeat renews every third of it;
+	// the sweep fails runs whose lease expired, so a crashed replica's runs are failed
+	// between one and two lease lengths after the crash.
+	Lease time.Duration
+	// Now is the clock of leases (default time.Now).
+	Now func() time.Time
 }
+
+// DefaultRunLease is the default lease of a non-durable run.
+const DefaultRunLease = 30 * time.Second
 
 // Service runs runs.
 type Service struct {
@@ -116,13 +129,26 @@ type Service struct {
 	durable     DurableStarter
 	log         zerolog.Logger
 
-	// Background runs (triggers) run under bg; Stop cancels it and waits for them.
-	// started is when this process built the service: the sweep fails only older runs.
-	started time.Time
+	// Non-durable runs carry this process's lease (owner, lease, now); inflight holds the
+	// cancel function of each run this process executes, for the heartbeat to renew their
+	// leases and to stop those another replica has declared abandoned.
+	owner    string
+	lease    time.Duration
+	now      func() time.Time
+	mu       sync.Mutex
+	inflight map[string]context.CancelCauseFunc
+	loop     *leaseLoop // the heartbeat and periodic sweep, once started
 
+	// Background runs (triggers) run under bg; Stop cancels it and waits for them.
 	bg       context.Context
 	cancelBg context.CancelCauseFunc
 	wg       sync.WaitGroup
+}
+
+// leaseLoop is the running heartbeat-and-sweep goroutine.
+type leaseLoop struct {
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // NewService builds the service.
@@ -130,14 +156,29 @@ func NewService(opts Options) (*Service, error) {
 	if opts.Store == nil || opts.Executor == nil {
 		return nil, errors.New("runs: Store and Executor are required")
 	}
+	if opts.Lease <= 0 {
+		opts.Lease = DefaultRunLease
+	}
+	if opts.Owner == "" {
+		opts.Owner = newOwner()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	bg, cancel := context.WithCancelCause(context.Background())
 	return &Service{
 		store: opts.Store, exec: opts.Executor, models: opts.Models, agents: opts.Agents,
 		sessions: opts.Sessions, observers: opts.Observers, durableMode: opts.DurableMode,
 		durable: opts.Durable, log: opts.Logger, bg: bg, cancelBg: cancel,
-		started: opts.Store.stamp(),
+		owner: opts.Owner, lease: opts.Lease, now: opts.Now, inflight: map[string]context.CancelCauseFunc{},
 	}, nil
 }
+
+// Owner is this process's lease owner id for non-durable runs.
+func (s *Service) Owner() string { return s.owner }
+
+// leaseUntil is when a lease taken or renewed now ends.
+func (s *Service) leaseUntil() time.Time { return s.now().Add(s.lease) }
 
 // Store returns the run records store.
 func (s *Service) Store() *Store { return s.store }
@@ -414,7 +455,8 @@ func deref(p *string) string {
 // and one write less per run matters on the hot path.
 func (s *Service) begin(ctx context.Context, p *prepared) (*Run, error) {
 	return s.store.Insert(ctx, NewRun{Kind: p.kind, Input: p.recordInput, Model: p.model, AgentID: p.agentID,
-		Version: p.version, ContentHash: p.hash, TriggerID: p.triggerID, SessionID: p.sessionID, Status: StatusStreaming})
+		Version: p.version, ContentHash: p.hash, TriggerID: p.triggerID, SessionID: p.sessionID, Status: StatusStreaming,
+		LeaseOwner: s.owner, LeaseUntil: s.leaseUntil()})
 }
 
 // fanout hands each event to every sink; sinks never block (runtime.EventSink's contract).
@@ -447,6 +489,10 @@ func (l *llmFailure) Emit(e runtime.Event) {
 // the run fails with context.Cause(ctx) if that is an *apperr.Error, else
 // client_disconnected.
 func (s *Service) execute(ctx context.Context, p *prepared, r *Run, extra runtime.EventSink) (RunOutcome, *apperr.Error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	s.track(r.ID, cancel)
+	defer s.untrack(r.ID)
 	info := RunInfo{RunID: r.ID, AgentID: p.agentID, Version: p.version, ContentHash: p.hash, SessionID: p.sessionID,
 		TriggerID: p.triggerID, Kind: p.kind, StartedAt: r.CreatedAt}
 	sinks := make(fanout, 0, len(s.observers)+2)
@@ -573,7 +619,8 @@ func (s *Service) StartAgentRun(ctx context.Context, req AgentRunRequest) (strin
 		return "", apperr.ErrUnavailable.Msg("the control plane is shutting down")
 	}
 	r, err := s.store.Insert(ctx, NewRun{Kind: p.kind, Input: p.recordInput, AgentID: p.agentID,
-		Version: p.version, ContentHash: p.hash, TriggerID: p.triggerID, SessionID: p.sessionID})
+		Version: p.version, ContentHash: p.hash, TriggerID: p.triggerID, SessionID: p.sessionID,
+		LeaseOwner: s.owner, LeaseUntil: s.leaseUntil()})
 	if err != nil {
 		return "", err
 	}
@@ -596,8 +643,123 @@ func (s *Service) abandon(ctx context.Context, id string) {
 	}
 }
 
-// Sweep fails the non-durable runs a previous process left created or streaming.
-func (s *Service) Sweep(ctx context.Context) (int64, error) { return s.store.Sweep(ctx, s.started) }
+// track registers a run this process executes, for the heartbeat.
+func (s *Service) track(id string, cancel context.CancelCauseFunc) {
+	s.mu.Lock()
+	if s.inflight == nil {
+		s.inflight = map[string]context.CancelCauseFunc{}
+	}
+	s.inflight[id] = cancel
+	s.mu.Unlock()
+}
+
+func (s *Service) untrack(id string) {
+	s.mu.Lock()
+	delete(s.inflight, id)
+	s.mu.Unlock()
+}
+
+// Sweep fails the non-durable runs whose process is gone: their lease expired (or, for
+// ownerless rows of an older version, they are older than a lease). Runs of live replicas,
+// this one included, are left to finish.
+func (s *Service) Sweep(ctx context.Context) (int64, error) {
+	now := s.now()
+	return s.store.Sweep(ctx, now, now.Add(-s.lease))
+}
+
+// Heartbeat renews the leases of every non-durable run this process executes, in one
+// update. A run that is no longer this process's to record (another replica swept it after
+// its lease expired, say while the database was unreachable) is cancelled, so its caller
+// sees the interruption the record shows instead of a result that was never recorded.
+func (s *Service) Heartbeat(ctx context.Context) error {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.inflight))
+	for id := range s.inflight {
+		ids = append(ids, id)
+	}
+	s.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	n, err := s.store.RenewLeases(ctx, s.owner, s.leaseUntil())
+	if err != nil || n >= int64(len(ids)) {
+		return err
+	}
+	// Fewer renewed than in flight: some ended just now (normal), or were swept (lost).
+	held, err := s.store.Held(ctx, s.owner, ids)
+	if err != nil {
+		return err
+	}
+	keep := make(map[string]bool, len(held))
+	for _, id := range held {
+		keep[id] = true
+	}
+	var lost []string
+	s.mu.Lock()
+	for _, id := range ids {
+		if cancel, ok := s.inflight[id]; ok && !keep[id] {
+			cancel(ErrInterrupted.Msg("%s", InterruptedMessage))
+			lost = append(lost, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, id := range lost {
+		// A run that finished between the snapshot and the update lands here too; cancelling
+		// it after its end is harmless, and its record is not touched.
+		s.log.Debug().Str("run_id", id).Msg("run no longer held by this process; cancelled")
+	}
+	return nil
+}
+
+// startLeases starts the heartbeat (every third of the lease) and the periodic sweep (every
+// lease) until Stop. It is idempotent.
+func (s *Service) startLeases() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.loop != nil {
+		return
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	l := &leaseLoop{stop: stop, done: make(chan struct{})}
+	s.loop = l
+	go func() {
+		defer close(l.done)
+		beat := time.NewTicker(s.lease / 3)
+		defer beat.Stop()
+		sweep := time.NewTicker(s.lease)
+		defer sweep.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-beat.C:
+				if err := s.Heartbeat(ctx); err != nil && ctx.Err() == nil {
+					s.log.Warn().Err(err).Msg("renewing the leases of in-flight runs; retrying")
+				}
+			case <-sweep.C:
+				n, err := s.Sweep(ctx)
+				switch {
+				case err != nil && ctx.Err() == nil:
+					s.log.Warn().Err(err).Msg("sweeping runs of stopped replicas; retrying")
+				case n > 0:
+					s.log.Warn().Int64("runs", n).Msg("sweep: marked runs whose replica stopped renewing their lease as failed (interrupted)")
+				}
+			}
+		}
+	}()
+}
+
+// stopLeases ends the heartbeat and sweep loop, if it runs.
+func (s *Service) stopLeases() {
+	s.mu.Lock()
+	l := s.loop
+	s.loop = nil
+	s.mu.Unlock()
+	if l != nil {
+		l.stop()
+		<-l.done
+	}
+}
 
 // Stop cancels background runs (they end failed, interrupted) and waits for them to be
 // recorded, or for ctx to end.
@@ -605,6 +767,9 @@ func (s *Service) Stop(ctx context.Context) error {
 	s.cancelBg(ErrInterrupted.Msg("interrupted: control-plane stopped while run was in-flight"))
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
+	// Leases are renewed while the runs still in flight are recorded; a process that stops
+	// renewing has its remaining runs swept by another replica once their lease expires.
+	defer s.stopLeases()
 	select {
 	case <-done:
 		return nil

@@ -247,6 +247,8 @@ type setupOpts struct {
 	token     string
 	keepalive time.Duration
 	durable   bool
+	owner     string           // lease owner of the process (default: generated)
+	now       func() time.Time // clock of leases (default: time.Now)
 }
 
 // setup builds the real stack: scripted upstream ← inference plane (data plane module) ←
@@ -280,6 +282,7 @@ func setup(t *testing.T, db *database.DB, o setupOpts) *bundle {
 	svc, err := runs.NewService(runs.Options{
 		Store: store, Executor: runtime.New(runtime.Deps{Models: ic}), Models: ic, Agents: ag,
 		Sessions: sessionsAdapter{ss}, Observers: []runs.Observer{obs}, DurableMode: o.durable, Logger: zerolog.Nop(),
+		Owner: o.owner, Now: o.now,
 	})
 	if err != nil {
 		t.Fatal(err)

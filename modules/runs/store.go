@@ -169,6 +169,12 @@ type NewRun struct {
 	TriggerID   string
 	SessionID   string
 	Durable     bool
+	// LeaseOwner and LeaseUntil give a non-durable run to the process executing it: the
+	// owner renews the lease while the run is in flight, and the sweep of any replica fails
+	// the run only once the lease has expired (its process died). Durable runs leave them
+	// empty (their worker claims them).
+	LeaseOwner string
+	LeaseUntil time.Time
 	// Status is created (the default: accepted, not yet executing) or streaming (a run
 	// whose execution starts at once, which saves a write on the hot path).
 	Status string
@@ -193,6 +199,10 @@ func (s *Store) Insert(ctx context.Context, n NewRun) (*Run, error) {
 		AgentID: strPtr(n.AgentID), Version: strPtr(n.Version), ContentHash: strPtr(n.ContentHash),
 		TriggerID: strPtr(n.TriggerID), SessionID: strPtr(n.SessionID), Durable: n.Durable,
 		CreatedAt: now, UpdatedAt: now,
+	}
+	if n.LeaseOwner != "" && !n.Durable {
+		until := n.LeaseUntil.UTC().Truncate(time.Microsecond)
+		r.LeaseOwner, r.LeaseUntil = &n.LeaseOwner, &until
 	}
 	if err := s.db.WithContext(ctx).Create(&r).Error; err != nil {
 		return nil, err
@@ -309,19 +319,42 @@ func (s *Store) List(ctx context.Context, q ListQuery) (Page, error) {
 	return p, nil
 }
 
-// Sweep fails every non-durable run still created or streaming that was created before
-// `before` (this process's start): such runs can only be leftovers of a previous process,
-// while runs this process accepted between opening its routes and sweeping are left to
-// finish. Waiting and durable runs are left alone.
-func (s *Store) Sweep(ctx context.Context, before time.Time) (int64, error) {
-	now := s.stamp()
+// Sweep fails the non-durable runs still created or streaming whose process is gone: those
+// whose lease expired before now (their owner stopped renewing it), and ownerless ones
+// (recorded by a version without leases, or by a direct Insert) created before legacyBefore.
+// Runs another live replica executes keep a fresh lease and are left alone, as are waiting
+// and durable runs. The update is conditional on the lease, so a renewal and a sweep racing
+// for the same row cannot both win.
+func (s *Store) Sweep(ctx context.Context, now, legacyBefore time.Time) (int64, error) {
+	now = now.UTC().Truncate(time.Microsecond)
+	stamp := s.stamp()
 	res := s.db.WithContext(ctx).Model(&row{}).
-		Where("durable = ? AND status IN ? AND created_at < ?", false, []string{StatusCreated, StatusStreaming}, before.UTC()).
+		Where("durable = ? AND status IN ?", false, activeStatuses).
+		Where("(lease_until IS NOT NULL AND lease_until < ?) OR (lease_owner IS NULL AND lease_until IS NULL AND created_at < ?)", now, legacyBefore.UTC()).
 		Updates(map[string]any{
 			"status": StatusFailed, "error_code": ErrInterrupted.Code, "error_message": InterruptedMessage,
-			"updated_at": now, "completed_at": now,
+			"lease_owner": nil, "lease_until": nil, "updated_at": stamp, "completed_at": stamp,
 		})
 	return res.RowsAffected, res.Error
+}
+
+// RenewLeases extends to until the lease of every non-durable run owner holds that is still
+// created or streaming, in one statement (the heartbeat of one process), and returns how many
+// it extended. An expired lease nobody swept yet is renewed too: the run is still executing.
+func (s *Store) RenewLeases(ctx context.Context, owner string, until time.Time) (int64, error) {
+	res := s.db.WithContext(ctx).Model(&row{}).
+		Where("lease_owner = ? AND durable = ? AND status IN ?", owner, false, activeStatuses).
+		Update("lease_until", until.UTC().Truncate(time.Microsecond))
+	return res.RowsAffected, res.Error
+}
+
+// Held returns those of ids that are non-durable runs owner still holds, created or streaming.
+func (s *Store) Held(ctx context.Context, owner string, ids []string) ([]string, error) {
+	var held []string
+	err := s.db.WithContext(ctx).Model(&row{}).
+		Where("id IN ? AND lease_owner = ? AND durable = ? AND status IN ?", ids, owner, false, activeStatuses).
+		Pluck("id", &held).Error
+	return held, err
 }
 
 func joinNote(a, b string) string {

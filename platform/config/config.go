@@ -27,6 +27,7 @@ type Config struct {
 	CORSOrigins      []string
 	Durable          bool
 	DurableLease     time.Duration
+	RunLease         time.Duration
 	MaxResident      int
 	LogLevel         string
 	LogFormat        string
@@ -105,6 +106,14 @@ func Settings() []Setting {
 				return fmt.Errorf("must be a duration from 300ms to 1h, such as 30s")
 			}
 			c.DurableLease = d
+			return nil
+		}},
+		{"SERVICE_RUN_LEASE", "run-lease", "30s", "how long a replica's claim on its in-flight non-durable runs lasts without renewal (renewed every third of it); another replica fails a crashed replica's runs (interrupted) one to two leases after the crash", func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 300*time.Millisecond || d > time.Hour {
+				return fmt.Errorf("must be a duration from 300ms to 1h, such as 30s")
+			}
+			c.RunLease = d
 			return nil
 		}},
 		{"SERVICE_MAX_RESIDENT", "max-resident", "2", "resident local engine slots", func(c *Config, v string) error {
