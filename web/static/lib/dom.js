@@ -172,7 +172,7 @@ export function form({ fields, submit = 'Save', onSubmit, cls = '' }) {
     return label;
   });
   const button = h('button', { type: 'submit', class: 'primary' }, submit);
-  const el = h('form', { class: `form ${cls}`, novalidate: true }, rows, h('div', { class: 'actions' }, button), out);
+  const el = h('form', { class: `form ${cls}`, novalidate: true }, rows, h('div', { class: 'button-row' }, button), out);
   el.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     replace(out);

@@ -99,7 +99,7 @@ async function probe(target, id, refresh) {
         { title: 'Status', cell: (p) => (p.status ? String(p.status) : '') },
         { title: 'Note', cell: (p) => p.note || '' },
       ], c.probes || []),
-      h('div', { class: 'actions' }, action('Probe again', () => probe(target, id, true)), action('Close', () => replace(target)))));
+      h('div', { class: 'button-row' }, action('Probe again', () => probe(target, id, true)), action('Close', () => replace(target)))));
   } catch (err) {
     replace(target, section(`Capabilities of ${id}`, errorBox(err), action('Close', () => replace(target))));
   }
