@@ -77,10 +77,14 @@ export async function stream(path, body, onEvent, signal) {
   const runId = resp.headers.get('X-Run-Id');
   const reader = resp.body.pipeThrough(new TextDecoderStream()).getReader();
   let buf = '';
+  let raw = ''; // a trailing '\r' waits for the next chunk: it may be half of a '\r\n'
   for (;;) {
     const { value, done } = await reader.read();
     if (done) break;
-    buf = (buf + value).replace(/\r\n?/g, '\n');
+    raw += value;
+    const cut = raw.endsWith('\r') ? raw.length - 1 : raw.length;
+    buf += raw.slice(0, cut).replace(/\r\n?/g, '\n');
+    raw = raw.slice(cut);
     let end;
     while ((end = buf.indexOf('\n\n')) >= 0) {
       const frame = buf.slice(0, end);

@@ -1,5 +1,5 @@
 // Agents: list, publish (new agent or version) from a JSON editor, versions, IR, I/O policy.
-import { h, link, code, table, pagedTable, form, section, json, kv, fmtTime, short, compact, navigate, pageHead } from '../lib/dom.js';
+import { link, code, table, pagedTable, form, section, json, kv, fmtTime, short, compact, navigate, pageHead } from '../lib/dom.js';
 import { api, enc, query } from '../lib/api.js';
 
 // The greeter of IR.md: a working starting point for the editor.
