@@ -19,6 +19,7 @@ import (
 	"github.com/svc-dev/svc/platform/config"
 	"github.com/svc-dev/svc/platform/database"
 	"github.com/svc-dev/svc/platform/events"
+	"github.com/svc-dev/svc/platform/events/pgrelay"
 	"github.com/svc-dev/svc/platform/httpx"
 	"github.com/svc-dev/svc/platform/log"
 	"github.com/svc-dev/svc/platform/metrics"
@@ -87,9 +88,25 @@ func serveUntilDone(ctx context.Context, cfg *config.Config, which string, logge
 		_ = db.Close()
 		return err
 	}
-	bus := events.NewBus(events.Options{})
+	// Control-plane replicas on one PostgreSQL carry bus events (live trace spans) to each
+	// other over LISTEN/NOTIFY; on SQLite there is one process and the bus stays local.
+	var relay *pgrelay.Relay
+	busOpts := events.Options{}
+	if db.Dialect == database.Postgres && which != "inference" {
+		relay, err = pgrelay.New(pgrelay.Options{URL: cfg.DatabaseURL, DB: db.SQL(), Logger: logger})
+		if err != nil {
+			_ = db.Close()
+			return err
+		}
+		busOpts.Relay = relay
+	}
+	bus := events.NewBus(busOpts)
 	d := &deps{cfg: cfg, log: logger, db: db, keys: keys, bus: bus, metrics: metrics.New()}
 	d.closer = append(d.closer, func() error { bus.Close(); return nil })
+	if relay != nil {
+		relay.Start(bus)
+		d.closer = append(d.closer, relay.Close) // closers run in reverse: the relay stops first
+	}
 	defer func() {
 		for i := len(d.closer) - 1; i >= 0; i-- {
 			_ = d.closer[i]()

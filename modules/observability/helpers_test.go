@@ -133,12 +133,16 @@ type envOptions struct {
 	runs      RunLookup
 	keepalive time.Duration
 	purge     time.Duration
+	bus       *events.Bus // nil: a fresh local bus
 }
 
 func newEnv(t *testing.T, db *database.DB, o envOptions) *env {
 	t.Helper()
-	bus := events.NewBus(events.Options{})
-	t.Cleanup(bus.Close)
+	bus := o.bus
+	if bus == nil {
+		bus = events.NewBus(events.Options{})
+		t.Cleanup(bus.Close)
+	}
 	e := &env{db: db, bus: bus, pols: &policies{}, clk: &clock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}}
 	ro := o.recorder
 	ro.DB, ro.Bus = db, bus

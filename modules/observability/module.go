@@ -3,6 +3,7 @@ package observability
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -210,7 +211,7 @@ func (m *Module) stream(c echo.Context) error {
 					}
 					continue
 				}
-				se, ok := e.Payload.(StreamEvent)
+				se, ok := streamEventOf(runID, e.Payload)
 				if !ok {
 					continue
 				}
@@ -229,6 +230,37 @@ func (m *Module) stream(c echo.Context) error {
 	for range frames { // let the producer finish before the deferred unsubscribe
 	}
 	return err
+}
+
+// streamEventOf reads a bus payload: a StreamEvent from this replica's recorder, or the raw
+// JSON of one relayed from another replica.
+func streamEventOf(runID string, payload any) (StreamEvent, bool) {
+	switch p := payload.(type) {
+	case StreamEvent:
+		return p, true
+	case json.RawMessage:
+		return DecodeStreamEvent(runID, p)
+	}
+	return StreamEvent{}, false
+}
+
+// DecodeStreamEvent decodes a relayed StreamEvent of run runID; anything else (an unknown
+// type, a span of another run, a span event without its span) is refused.
+func DecodeStreamEvent(runID string, b []byte) (StreamEvent, bool) {
+	var se StreamEvent
+	if err := json.Unmarshal(b, &se); err != nil {
+		return StreamEvent{}, false
+	}
+	switch se.Type {
+	case EventDone:
+		return StreamEvent{Type: EventDone, Status: se.Status}, true
+	case EventSpanOpen, EventSpanClose:
+		if se.Span == nil || se.Span.RunID != runID || se.Span.SpanID == "" {
+			return StreamEvent{}, false
+		}
+		return se, true
+	}
+	return StreamEvent{}, false
 }
 
 func eventOf(sp Span) string {

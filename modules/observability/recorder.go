@@ -20,9 +20,11 @@ const (
 	EventDone      = "done"
 )
 
-// StreamEvent is what the recorder publishes on the bus topic TraceTopic(runID).
+// StreamEvent is what the recorder publishes on the bus topic TraceTopic(runID). It is
+// JSON-serialisable so that a relay can carry it to other replicas, where it arrives as raw
+// JSON (see DecodeStreamEvent).
 type StreamEvent struct {
-	Type   string `json:"-"`
+	Type   string `json:"type"`
 	Span   *Span  `json:"span,omitempty"`
 	Status string `json:"status,omitempty"` // done: the run span's final status
 }

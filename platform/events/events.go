@@ -16,9 +16,10 @@
 // buffer is full is dropped (its channel is closed and Err reports ErrSlowSubscriber), so one
 // stalled stream cannot slow the producers or the other streams.
 //
-// The bus is local to one process. To carry events across replicas, a Relay (for instance
-// over PostgreSQL LISTEN/NOTIFY) receives every locally published event through Forward and
-// injects events from other replicas with Bus.PublishLocal.
+// The bus is local to one process. To carry events across replicas, a Relay (package
+// pgrelay: PostgreSQL LISTEN/NOTIFY) receives every locally published event through Forward
+// and injects events from other replicas with Bus.PublishLocal; relayed payloads arrive as
+// decoded by the relay (raw JSON by default), not as the publisher's Go values.
 package events
 
 import (
