@@ -113,7 +113,8 @@ function runPage(run, trace, reload) {
     run.status === 'waiting' ? resumeForm(run, reload) : '',
     h('div', { class: 'grid2' },
       section('Input', json(run.input)),
-      section('Output', run.output === null && run.status !== 'completed' ? h('p', { class: 'muted' }, 'No output yet.') : json(run.output),
+      section('Output', run.output === null && run.status !== 'completed'
+        ? h('p', { class: 'muted' }, run.status === 'failed' ? 'No output.' : 'No output yet.') : json(run.output),
         run.note ? h('div', { class: 'note' }, h('strong', {}, 'note '), run.note) : '',
         run.error ? errorBox(run.error) : '')),
     section('Trace', traceView(run.id, trace)),
