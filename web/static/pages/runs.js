@@ -146,7 +146,7 @@ function traceView(runId, trace) {
   walk(trace.root, 0);
   const t0 = preciseMs(trace.root.start);
   const spanEnd = (s) => (s.end ? preciseMs(s.end) : Date.now());
-  const total = Math.max(1, ...rows.map(([s]) => spanEnd(s) - t0));
+  const total = Math.max(1e-3, ...rows.map(([s]) => spanEnd(s) - t0));
   const el = h('div', { class: 'trace' },
     h('div', { class: 'span head' }, h('span', {}, 'Span'), h('span', {}, 'Kind'), h('span', {}, 'Status'), h('span', {}, 'Duration'), h('span', {}, 'Timeline')),
     rows.map(([s, depth]) => spanRow(runId, s, depth, t0, total)));
