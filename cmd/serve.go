@@ -256,7 +256,9 @@ func dbGate(db *database.DB) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			switch c.Path() {
-			case "/healthz", "/readyz", "/metrics", "/openapi.json":
+			case "/healthz", "/readyz", "/metrics", "/openapi.json",
+				"/", "/ui", "/ui/", "/ui/*", "/ui/config.json":
+				// Health, docs and the static UI answer while the database is down.
 				return next(c)
 			}
 			if !db.Migrated() {

@@ -34,7 +34,8 @@ type Options struct {
 func New(t testing.TB, opts Options, modules ...httpx.Module) *Server {
 	t.Helper()
 	if opts.LogTo != nil {
-		opts.Logger = zerolog.New(opts.LogTo)
+		// Concurrent requests log at once: serialise their writes.
+		opts.Logger = zerolog.New(zerolog.SyncWriter(opts.LogTo))
 	} else {
 		opts.Logger = zerolog.Nop()
 	}
