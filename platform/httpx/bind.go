@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 	"github.com/svc-dev/svc/platform/apperr"
@@ -53,6 +54,11 @@ func DecodeJSON(raw []byte, v any, strict bool) error {
 	if hasNULEscape(raw) {
 		// PostgreSQL text and jsonb refuse NUL; refuse it at the door on every dialect.
 		return apperr.Invalid("NUL characters (\\u0000) are not supported in request bodies")
+	}
+	if !utf8.Valid(raw) {
+		// JSON is UTF-8 (RFC 8259). encoding/json would keep the bytes inside a
+		// json.RawMessage, and PostgreSQL refuses them in text and jsonb columns (a 500).
+		return apperr.Invalid("request body is not valid UTF-8")
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if strict {

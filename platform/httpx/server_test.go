@@ -65,6 +65,8 @@ func TestErrorEnvelope(t *testing.T) {
 		{"limit not number", "GET", "/list?limit=x", nil, 400, "invalid_request", "limit"},
 		{"limit zero", "GET", "/list?limit=0", nil, 400, "invalid_request", "limit"},
 		{"NUL escape in body", "POST", "/echo", `{"name":"a\u0000b"}`, 400, "invalid_request", "NUL"},
+		{"invalid UTF-8 in body", "POST", "/echo", "{\"name\":\"a\xff\xfeb\"}", 400, "invalid_request", "UTF-8"},
+		{"invalid UTF-8 in a key", "POST", "/echo", "{\"\xc0\":1}", 400, "invalid_request", "UTF-8"},
 		{"NUL in query", "GET", "/list?before=a%00b", nil, 400, "invalid_request", "control"},
 		{"invalid UTF-8 in query", "GET", "/list?before=%ff%fe", nil, 400, "invalid_request", "UTF-8"},
 	}
