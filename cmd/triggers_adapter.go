@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/svc-dev/svc/modules/agents"
 	"github.com/svc-dev/svc/modules/graph/runtime"
 	"github.com/svc-dev/svc/modules/runs"
 	"github.com/svc-dev/svc/modules/triggers"
+	"github.com/svc-dev/svc/platform/apperr"
 	"github.com/svc-dev/svc/platform/database"
 	"github.com/svc-dev/svc/platform/secrets"
 )
@@ -60,7 +62,9 @@ var _ triggers.RunStarter = triggerRuns{}
 func (r triggerRuns) StartTriggeredRun(ctx context.Context, req triggers.RunRequest) (string, error) {
 	var in any
 	if err := json.Unmarshal(req.Input, &in); err != nil {
-		return "", fmt.Errorf("trigger %s: run input is not JSON: %w", req.TriggerID, err)
+		// Syntactically valid JSON can still fail to decode (a number beyond float64, such
+		// as 1e400, in a signed webhook body): that is the sender's input, a 400.
+		return "", apperr.Invalid("trigger %s: the run input cannot be decoded: %s", req.TriggerID, strings.TrimPrefix(err.Error(), "json: "))
 	}
 	return r.runs.StartAgentRun(ctx, runs.AgentRunRequest{
 		AgentID: req.AgentID, Version: req.Version, ContentHash: req.ContentHash,
