@@ -197,6 +197,7 @@ func TestPatchValidation(t *testing.T) {
 			{"schedule config for a webhook", wh.ID, `{"config":{"cron":"* * * * *"}}`, "invalid_request"},
 			{"short secret", wh.ID, `{"config":{"secret":"short"}}`, "invalid_request"},
 			{"null config", wh.ID, `{"config":null}`, "invalid_request"},
+			{"invalid UTF-8 in the input", sch.ID, "{\"config\":{\"cron\":\"0 0 1 1 *\",\"input\":\"a\xff\xfeb\"}}", "invalid_request"},
 		}
 		for _, c := range cases {
 			r := b.srv.Do("PATCH", "/triggers/"+c.id, c.body)

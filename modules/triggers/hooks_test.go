@@ -98,6 +98,7 @@ func TestWebhookCheckOrder(t *testing.T) {
 		expect("not JSON, signed", wh.ID, `not json`, sig(`not json`), 400, "invalid_request")
 		expect("empty body, signed", wh.ID, ``, sig(``), 400, "invalid_request")
 		expect("truncated JSON, signed", wh.ID, `{"a":`, sig(`{"a":`), 400, "invalid_request")
+		expect("invalid UTF-8, signed", wh.ID, "{\"a\":\"\xff\"}", sig("{\"a\":\"\xff\"}"), 400, "invalid_request")
 
 		if r := b.srv.Do("PATCH", "/triggers/"+wh.ID, `{"enabled":false}`); r.Status != 200 {
 			t.Fatalf("disable: %d", r.Status)

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 	"github.com/svc-dev/svc/platform/apperr"
@@ -265,6 +266,11 @@ func (s *Service) Update(ctx context.Context, id string, body []byte) (Trigger, 
 	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
 		return Trigger{}, invalid("body", "must be a JSON object with enabled and/or config")
 	}
+	if !utf8.Valid(body) {
+		// encoding/json keeps invalid bytes inside config.input (a json.RawMessage), and
+		// PostgreSQL refuses them when the config is stored: refuse them here, on every dialect.
+		return Trigger{}, invalid("body", "must be valid UTF-8")
+	}
 	if err := json.Unmarshal(body, &fields); err != nil {
 		return Trigger{}, apperr.Invalid("malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 	}
@@ -412,8 +418,8 @@ func (s *Service) Deliver(ctx context.Context, id string, body []byte, signature
 	if !r.Enabled {
 		return "", ErrTriggerDisabled.Msg("trigger %s is disabled", r.ID)
 	}
-	if !json.Valid(body) {
-		return "", apperr.Invalid("the body must be JSON: it is the run input")
+	if !json.Valid(body) || !utf8.Valid(body) {
+		return "", apperr.Invalid("the body must be JSON (UTF-8): it is the run input")
 	}
 	runID, err := s.runs.StartTriggeredRun(ctx, runRequest(r, body))
 	if err != nil {
