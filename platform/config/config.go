@@ -36,6 +36,7 @@ type Config struct {
 	ShutdownTimeout  time.Duration
 	UpstreamTimeout  time.Duration
 	OTLPEndpoint     string
+	CatalogHubURL    string
 }
 
 // Setting describes one configuration entry: its variable, flag, default and meaning.
@@ -165,6 +166,14 @@ func Settings() []Setting {
 				}
 			}
 			c.OTLPEndpoint = v
+			return nil
+		}},
+		{"SERVICE_CATALOG_HUB_URL", "catalog-hub-url", "https://huggingface.co", "inference plane: the model hub the catalog searches and downloads from (Hugging Face API); unreachable = the curated list in configs/catalog.json", func(c *Config, v string) error {
+			u, err := url.Parse(v)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" {
+				return fmt.Errorf("must be an http(s) URL without credentials or query")
+			}
+			c.CatalogHubURL = strings.TrimRight(v, "/")
 			return nil
 		}},
 	}
