@@ -26,8 +26,8 @@ func withSentinels(b []byte) []byte {
 	return b
 }
 
-// hostileValues replace one field of a valid body at a time; below the top two levels only
-// the values a database or a type switch is likeliest to choke on, to bound the battery.
+// hostileValues replace one field of a valid body at a time; below the top level only the
+// values a database or a type switch is likeliest to choke on, to bound the battery.
 func hostileValues(depth int) []struct {
 	what string
 	v    any
@@ -45,7 +45,7 @@ func hostileValues(depth int) []struct {
 		{"out-of-range float", json.Number("1e400")},
 		{"object", map[string]any{}},
 	}
-	if depth >= 2 {
+	if depth >= 1 {
 		return storage
 	}
 	return append(storage, []struct {
@@ -125,6 +125,12 @@ func (h *harness) bodyBattery(pl *plane, op operation) {
 	send := func(what string, body []byte, ctype string, headers map[string]string) {
 		rq := h.decorate(request{plane: pl, method: op.method, route: op.route, path: path, body: body, ctype: ctype, headers: headers, what: what})
 		h.checkNothingStored(op, rq)
+		if op.route == "/runs/{id}/resume" && h.lastStatus == http.StatusAccepted {
+			// The body was accepted and the run resumed: the next body gets a new waiting run.
+			h.vals[op.route] = h.newWaitingRun()
+			path = h.fill(op, nil)
+			h.snapshots = map[string]string{}
+		}
 	}
 	switch {
 	case op.route == "/artifacts":
@@ -314,7 +320,7 @@ func (h *harness) probes(pl *plane, op operation) []string {
 		}
 		if m, ok := pl.spec[p]; ok {
 			if _, ok := m["get"]; ok {
-				if p == "/agents" || p == "/sessions" || p == "/connections" || p == "/triggers" || strings.HasPrefix(p, "/bench/") {
+				if p == "/agents" || p == "/sessions" || p == "/connections" || p == "/triggers" || p == "/runs" || strings.HasPrefix(p, "/bench/") {
 					// Newest first: something stored would be on top; a short page keeps the probe cheap.
 					p += "?limit=5"
 				}
@@ -324,7 +330,7 @@ func (h *harness) probes(pl *plane, op operation) []string {
 		}
 	}
 	// The resource the valid path names, when it has a detail view.
-	for _, detail := range []string{op.route, strings.TrimSuffix(op.route, "/turns"), strings.TrimSuffix(op.route, "/versions")} {
+	for _, detail := range []string{op.route, strings.TrimSuffix(op.route, "/turns"), strings.TrimSuffix(op.route, "/versions"), strings.TrimSuffix(op.route, "/resume")} {
 		if detail == op.route && op.method == http.MethodPost && !strings.Contains(op.route, "{") {
 			continue
 		}
@@ -395,6 +401,7 @@ func (h *harness) checkNothingStored(op operation, rq request) {
 		}
 	}
 	resp := h.check(rq)
+	h.lastStatus = resp.status
 	key := op.method + " " + op.route
 	for _, p := range probes {
 		before := h.snapshots[rq.plane.name+p]

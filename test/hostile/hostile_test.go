@@ -80,7 +80,7 @@ func TestHostileInputNeverAnswers5xx(t *testing.T) {
 			for _, plane := range []*plane{h.inference, h.control} {
 				h.battery(plane)
 			}
-			t.Logf("%s: %d hostile requests", dialect, h.sent)
+			t.Logf("%s: %d hostile requests, %d waiting runs resumed", dialect, h.sent, h.waitingRuns-1)
 			// Every exception must have been needed: a stale one would hide a regression.
 			for i, e := range exceptions {
 				if h.excused[i] == 0 {
@@ -109,6 +109,8 @@ type harness struct {
 	failures            map[string]string // dedup key -> first example
 	snapshots           map[string]string // plane+probe path -> last answer
 	excused             map[int]int       // index in exceptions -> times it applied
+	lastStatus          int               // status of the last checkNothingStored request
+	waitingRuns         int               // durable runs started for resume bodies
 	waitingRun, agentID string
 }
 
@@ -210,19 +212,7 @@ func (h *harness) seed() {
 	h.must(c, "PUT", "/admin/mcp/servers/srv1", map[string]any{"transport": "stdio", "command": "/nonexistent/svc-hostile-mcp"}, 201)
 	art := h.must(c, "POST", "/artifacts", "hello artifact", 201)
 	run := h.must(c, "POST", "/agents/greeter/runs", map[string]any{"input": map[string]any{"name": "Ada"}, "stream": false}, 200)
-	durable := h.must(c, "POST", "/agents/ask/durable-runs", map[string]any{"input": map[string]any{"who": "Ada"}}, 202)
-	h.waitingRun = fmt.Sprint(durable["run_id"])
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r := h.must(c, "GET", "/runs/"+h.waitingRun, nil, 200)
-		if r["status"] == "waiting" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("durable run never waited: %v", r)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	h.waitingRun = h.newWaitingRun()
 
 	// The listings the no-store check reads must parse as id lists holding the seeds, or
 	// that check would compare nothing.
@@ -299,6 +289,26 @@ func (h *harness) seed() {
 		"POST /v1/embeddings":            map[string]any{"model": "chat", "input": []any{"a", "b"}},
 		"POST /v1/audio/speech":          map[string]any{"model": "chat", "input": "hello", "voice": "alloy"},
 		"POST /v1/images/generations":    map[string]any{"model": "chat", "prompt": "p", "size": "256x256", "n": 1, "steps": 2},
+	}
+}
+
+// newWaitingRun starts a durable run of the human-node agent and returns its id once it
+// waits, so resume bodies meet a run they can actually resume.
+func (h *harness) newWaitingRun() string {
+	h.t.Helper()
+	durable := h.must(h.control, "POST", "/agents/ask/durable-runs", map[string]any{"input": map[string]any{"who": "Ada"}}, 202)
+	id := fmt.Sprint(durable["run_id"])
+	h.waitingRuns++
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r := h.must(h.control, "GET", "/runs/"+id, nil, 200)
+		if r["status"] == "waiting" {
+			return id
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("durable run never waited: %v", r)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 
