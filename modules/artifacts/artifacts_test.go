@@ -147,6 +147,28 @@ func TestUploadDownload(t *testing.T) {
 		if rg.Status != http.StatusPartialContent || string(rg.Body) != "RIFF" {
 			t.Fatalf("Range: %d %q", rg.Status, rg.Body)
 		}
+		// ServeContent's own refusals leave in the error envelope, not as plain text.
+		for _, tc := range []struct {
+			header, code string
+			status       int
+		}{
+			{"Range: bytes=999999-", "range_not_satisfiable", http.StatusRequestedRangeNotSatisfiable},
+			{`If-Match: "nope"`, "precondition_failed", http.StatusPreconditionFailed},
+		} {
+			r := b.srv.Do(http.MethodGet, "/artifacts/"+a.Ref, nil, tc.header)
+			if r.Status != tc.status || r.ErrorCode() != tc.code || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+				t.Fatalf("%s: %d %s %q", tc.header, r.Status, r.Header.Get("Content-Type"), r.Body)
+			}
+			if r.Header.Get("Cache-Control") != "" || r.Header.Get("ETag") != "" {
+				t.Fatalf("%s: an error is cached as the immutable blob: %v", tc.header, r.Header)
+			}
+		}
+		if r := b.srv.Do(http.MethodGet, "/artifacts/"+a.Ref, nil, "Range: bytes=999999-"); r.Header.Get("Content-Range") != fmt.Sprintf("bytes */%d", len(payload)) {
+			t.Fatalf("416 without Content-Range: %v", r.Header)
+		}
+		if r := b.srv.Do(http.MethodHead, "/artifacts/"+a.Ref, nil, "Range: bytes=999999-"); r.Status != http.StatusRequestedRangeNotSatisfiable || len(r.Body) != 0 {
+			t.Fatalf("HEAD 416: %d %q", r.Status, r.Body)
+		}
 	})
 }
 

@@ -8,4 +8,8 @@ var (
 	ErrArtifactNotFound = apperr.NotFound("artifact_not_found", "artifact not found")
 	// ErrInvalidContentType answers an upload whose Content-Type is not a media type.
 	ErrInvalidContentType = apperr.BadRequest("invalid_content_type", "Content-Type is not a valid media type")
+	// ErrRangeNotSatisfiable answers a Range header that does not overlap the blob.
+	ErrRangeNotSatisfiable = apperr.New(416, "range_not_satisfiable", "the requested range is not satisfiable")
+	// ErrPreconditionFailed answers an If-Match or If-Unmodified-Since that does not hold.
+	ErrPreconditionFailed = apperr.New(412, "precondition_failed", "a precondition in the request headers does not hold")
 )

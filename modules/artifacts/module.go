@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"github.com/svc-dev/svc/platform/apperr"
 	"github.com/svc-dev/svc/platform/httpx"
 )
 
@@ -85,6 +86,44 @@ func (m *Module) download(c echo.Context) error {
 	// Refs are never reused and blobs never change.
 	h.Set("Cache-Control", "private, max-age=31536000, immutable")
 	// ServeContent answers If-None-Match (304), Range and HEAD and sets Content-Length.
-	http.ServeContent(c.Response(), c.Request(), "", time.Time{}, f)
-	return nil
+	// Its refusals (416 for an unsatisfiable Range, 412 for a failed precondition) are plain
+	// text; the guard holds them back so they leave as the error envelope instead.
+	g := &refusalGuard{ResponseWriter: c.Response()}
+	http.ServeContent(g, c.Request(), "", time.Time{}, f)
+	if g.status == 0 {
+		return nil
+	}
+	for _, k := range []string{echo.HeaderContentType, echo.HeaderContentLength, "ETag", "Cache-Control", echo.HeaderXContentTypeOptions} {
+		h.Del(k)
+	}
+	switch g.status {
+	case http.StatusRequestedRangeNotSatisfiable:
+		// Content-Range (bytes */size) stays: it tells the client the blob's size.
+		return ErrRangeNotSatisfiable.Msg("the Range header does not overlap the %d-byte artifact", a.Bytes)
+	case http.StatusPreconditionFailed:
+		return ErrPreconditionFailed
+	}
+	return apperr.New(g.status, "invalid_request", http.StatusText(g.status))
+}
+
+// refusalGuard passes a response through unless its status is an error, which it records
+// and withholds (status and body) for the error handler to answer in the envelope.
+type refusalGuard struct {
+	http.ResponseWriter
+	status int
+}
+
+func (g *refusalGuard) WriteHeader(code int) {
+	if code >= 400 {
+		g.status = code
+		return
+	}
+	g.ResponseWriter.WriteHeader(code)
+}
+
+func (g *refusalGuard) Write(b []byte) (int, error) {
+	if g.status != 0 {
+		return len(b), nil
+	}
+	return g.ResponseWriter.Write(b)
 }
