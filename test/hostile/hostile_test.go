@@ -522,7 +522,7 @@ func (h *harness) fill(op operation, override map[string]string) string {
 var hostilePathValues = []string{
 	"..", "%2e%2e", "..%2F..%2Fetc%2Fpasswd", "%00", "a%00b", "%ff%fe", "\xff\xfe", "%C3%A9%F0%9F%99%82",
 	"%E2%80%AE", "-1", "99999999999999999999999999", "%27%20OR%201%3D1--", "a%2Fb", "a:b",
-	"art_..%2F..%2Fsvc.db", "trg_" + strings.Repeat("g", 32), strings.Repeat("x", 4000),
+	"art_..%2F..%2Fsvc.db", "trg_" + strings.Repeat("g", 32), strings.Repeat("x", 4000), "", "%2F",
 }
 
 // hostileQueryValues replace one query parameter at a time.
@@ -533,12 +533,14 @@ var hostileQueryValues = []string{
 
 func (h *harness) battery(pl *plane) {
 	ops := pl.operations(h.t)
+	h.methodBattery(pl, ops)
 	for _, op := range ops {
 		if op.route == "/openapi.json" || op.route == "/metrics" {
 			continue
 		}
 		h.pathBattery(pl, op)
 		h.queryBattery(pl, op)
+		h.headerBattery(pl, op)
 		if op.anyBody || op.method == "POST" || op.method == "PUT" || op.method == "PATCH" {
 			h.bodyBattery(pl, op)
 		}
@@ -601,5 +603,49 @@ func (h *harness) queryBattery(pl *plane, op operation) {
 			h.check(request{plane: pl, method: op.method, route: op.route, path: h.fill(op, nil) + "?" + q + "=" + v, what: "query " + q + "=" + short(v)})
 		}
 		h.check(request{plane: pl, method: op.method, route: op.route, path: h.fill(op, nil) + "?" + q + "=1&" + q + "=abc", what: "query repeated " + q})
+	}
+}
+
+// methodBattery sends every method a path does not list: a 4xx in the envelope.
+func (h *harness) methodBattery(pl *plane, ops []operation) {
+	listed := map[string]map[string]bool{}
+	for _, op := range ops {
+		if listed[op.route] == nil {
+			listed[op.route] = map[string]bool{}
+		}
+		listed[op.route][op.method] = true
+	}
+	for route, methods := range listed {
+		op := operation{route: route, pathParams: paramRE.FindAllString(route, -1)}
+		for _, m := range []string{"GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"} {
+			if methods[m] || (m == "OPTIONS") {
+				continue
+			}
+			resp := h.check(request{plane: pl, method: m, route: route, path: h.fill(op, nil), body: []byte("{}"), ctype: "application/json", what: "unlisted method"})
+			// 4xx: 404/405, or 400 where an action suffix reads as part of an id
+			// (PUT /admin/models/x:warm is PUT /admin/models/{id} with a bad id).
+			if (resp.status < 400 || resp.status >= 500) && !(m == "GET" && methods["HEAD"]) {
+				h.fail(fmt.Sprintf("%s %s %s: unlisted method answered %d", pl.name, m, route, resp.status), "%s", short(string(resp.body)))
+			}
+		}
+	}
+}
+
+// headerBattery sends hostile conditional and range headers to the routes that serve blobs.
+func (h *harness) headerBattery(pl *plane, op operation) {
+	if op.route != "/artifacts/{ref}" {
+		return
+	}
+	for _, hd := range []map[string]string{
+		{"Range": "bytes=999999-"}, {"Range": "bytes=5-1"}, {"Range": "bytes=abc"}, {"Range": "bytes=-0"},
+		{"Range": "bytes=0-1,2-3"}, {"Range": "bytes=" + strings.Repeat("0-1,", 2000) + "0-1"}, {"Range": "lines=1-2"},
+		{"Range": "bytes=0-99999999999999999999"}, {"If-None-Match": "\xff"}, {"If-Modified-Since": "yesterday"},
+		{"If-Range": "\"x\""}, {"If-Match": "*"}, {"If-Unmodified-Since": "Mon, 02 Jan 2006 15:04:05 GMT"},
+	} {
+		var what []string
+		for k, v := range hd {
+			what = append(what, k+": "+short(v))
+		}
+		h.check(request{plane: pl, method: op.method, route: op.route, path: h.fill(op, nil), headers: hd, what: strings.Join(what, ", ")})
 	}
 }
