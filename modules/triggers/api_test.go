@@ -123,6 +123,7 @@ func TestCreateValidation(t *testing.T) {
 			{"schedule config not an object", sched("* * * * *"), 400, "invalid_request"},
 			{"schedule unknown key", sched(map[string]any{"cron": "* * * * *", "secret": "x"}), 400, "invalid_request"},
 			{"schedule no cron", sched(map[string]any{"input": map[string]any{}}), 400, "invalid_cron"},
+			{"schedule input out of float range", `{"agent_id":"greeter","kind":"schedule","version":"1","config":{"cron":"* * * * *","input":{"n":1e400}}}`, 400, "invalid_request"},
 			{"schedule blank cron", sched(map[string]any{"cron": "  "}), 400, "invalid_cron"},
 			{"cron garbage", sched(map[string]any{"cron": "every day"}), 400, "invalid_cron"},
 			{"cron six fields", sched(map[string]any{"cron": "0 * * * * *"}), 400, "invalid_cron"},

@@ -123,6 +123,12 @@ func parseSchedule(raw json.RawMessage, now time.Time) (schedule, error) {
 		if err := json.Compact(&buf, t); err != nil {
 			return schedule{}, invalid("config.input", "is not valid JSON")
 		}
+		// Valid JSON can still fail to decode (1e400 overflows float64): every firing
+		// would then fail, so refuse it now.
+		var v any
+		if err := json.Unmarshal(buf.Bytes(), &v); err != nil {
+			return schedule{}, invalid("config.input", "cannot be decoded: %s", strings.TrimPrefix(err.Error(), "json: "))
+		}
 		c.Input = buf.Bytes()
 	}
 	return schedule{ScheduleConfig: c, spec: spec}, nil
