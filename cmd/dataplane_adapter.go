@@ -5,6 +5,7 @@ import (
 
 	"github.com/svc-dev/svc/modules/credentials"
 	"github.com/svc-dev/svc/modules/dataplane"
+	"github.com/svc-dev/svc/modules/engines"
 	"github.com/svc-dev/svc/modules/models"
 )
 
@@ -47,4 +48,39 @@ type dataplaneCredentials struct{ svc *credentials.Service }
 
 func (a dataplaneCredentials) Resolve(ctx context.Context, ref string) (string, error) {
 	return a.svc.ResolveRef(ctx, ref)
+}
+
+// localBinding serves the local-engine bindings through the engines supervisor: it leases
+// a resident engine (or a per-request runner) and gives it back in Upstream.Release.
+type localBinding struct {
+	models  *models.Service
+	engines *engines.Service
+}
+
+func (a localBinding) Acquire(ctx context.Context, t dataplane.Target) (*dataplane.Upstream, error) {
+	// The target carries no engine settings (modelPath, voice): read the registration.
+	m, err := a.models.Resolve(ctx, t.LogicalID)
+	if err != nil {
+		return nil, err
+	}
+	l, err := a.engines.Acquire(ctx, m)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, dataplane.ErrClientGone.Wrap(ctx.Err())
+		}
+		return nil, err
+	}
+	// llama-server ignores the model field; the logical id is sent so its answers name it.
+	return &dataplane.Upstream{BaseURL: l.BaseURL, Model: m.ID, MaxTokens: m.MaxTokens, Release: l.Release, Transport: l.Transport}, nil
+}
+
+// localBindings maps every local binding name to the supervisor.
+func localBindings(ms *models.Service, es *engines.Service) map[string]dataplane.Binding {
+	out := map[string]dataplane.Binding{}
+	for _, b := range models.KnownBindings() {
+		if models.IsLocal(b) {
+			out[string(b)] = localBinding{models: ms, engines: es}
+		}
+	}
+	return out
 }

@@ -112,11 +112,14 @@ func buildInference(ctx context.Context, d *deps) (*plane, error) {
 	})
 	p := &plane{name: "inference", addr: d.cfg.InferenceAddr, echo: e}
 	credSvc := credentials.New(d.db, d.keys, os.Getenv)
+	// Local engines are child processes: the closer stops them (their process groups) on shutdown.
 	engineSvc := engines.New(engines.Options{MaxResident: d.cfg.MaxResident})
+	d.closer = append(d.closer, engineSvc.Close)
 	modelSvc := models.New(d.db, engineSvc, credSvc, models.Options{})
 	dataPlane, err := dataplane.New(dataplane.Options{
 		Models:      dataplaneModels{modelSvc},
 		Credentials: dataplaneCredentials{credSvc},
+		Bindings:    localBindings(modelSvc, engineSvc),
 		Timeout:     d.cfg.UpstreamTimeout,
 		Logger:      d.log.With().Str("plane", "inference").Str("module", "dataplane").Logger(),
 	})

@@ -3,6 +3,7 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"net/http"
 	"time"
 )
 
@@ -68,6 +69,9 @@ type Upstream struct {
 	// Release is called once when the request is finished (for residency accounting of
 	// local engines); may be nil.
 	Release func()
+	// Transport, when set, carries the request instead of the module's pooled transport:
+	// local engines that run once per request (espeak-ng) answer in-process through it.
+	Transport http.RoundTripper
 }
 
 // Binding turns a registered target into an upstream for one request. Hosted-compatible

@@ -91,7 +91,11 @@ func (m *Module) send(c echo.Context, t Target, up *Upstream, path, contentType 
 	if up.Bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+up.Bearer)
 	}
-	resp, err := m.client.Do(req)
+	client := m.client
+	if up.Transport != nil {
+		client = &http.Client{Transport: up.Transport, CheckRedirect: m.client.CheckRedirect}
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		terr := m.transportError(c.Request().Context(), x, err)
 		x.close()

@@ -76,7 +76,7 @@ func TestRegistrationValidation(t *testing.T) {
 			{"id with percent", "a%2525", hosted(nil), "invalid_model_id"},
 			{"body id differs", "gpt", hosted(map[string]any{"id": "other"}), "invalid_model_id"},
 			{"no binding", "gpt", hosted(map[string]any{"binding": nil}), "unknown_binding"},
-			{"unknown binding", "gpt", hosted(map[string]any{"binding": "llama.cpp"}), "unknown_binding"},
+			{"unknown binding", "gpt", hosted(map[string]any{"binding": "ollama"}), "unknown_binding"},
 			{"no base url", "gpt", hosted(map[string]any{"baseUrl": nil}), "invalid_base_url"},
 			{"relative base url", "gpt", hosted(map[string]any{"baseUrl": "/v1"}), "invalid_base_url"},
 			{"ftp base url", "gpt", hosted(map[string]any{"baseUrl": "ftp://host/v1"}), "invalid_base_url"},

@@ -15,8 +15,8 @@ import (
 
 // State is the live state of a registered model as its engine reports it.
 type State struct {
-	// State is "remote" for hosted bindings; local engines report loading, resident, idle
-	// or unavailable.
+	// State is "remote" for hosted bindings; local engines report stopped, starting, ready,
+	// busy, failed or unavailable (engine binary or model file missing).
 	State string `json:"state"`
 	// Detail says why, when there is something to say (e.g. the engine is not installed).
 	Detail string `json:"detail,omitempty"`
@@ -29,6 +29,12 @@ const (
 	StateResident    = "resident"
 	StateIdle        = "idle"
 	StateUnavailable = "unavailable"
+	// Local engine states (the engines module's supervisor).
+	StateStopped  = "stopped"
+	StateStarting = "starting"
+	StateReady    = "ready"
+	StateBusy     = "busy"
+	StateFailed   = "failed"
 )
 
 // Engines runs the models of each binding. The engines module implements it; hosted
@@ -69,6 +75,10 @@ type stored struct {
 	CredentialRef string     `json:"credentialRef,omitempty"`
 	MaxTokens     int        `json:"maxTokens,omitempty"`
 	Modalities    []Modality `json:"modalities,omitempty"`
+	ModelPath     string     `json:"modelPath,omitempty"`
+	Args          []string   `json:"args,omitempty"`
+	CtxSize       int        `json:"ctxSize,omitempty"`
+	Voice         string     `json:"voice,omitempty"`
 }
 
 func (r *row) model() (*Model, error) {
@@ -79,6 +89,7 @@ func (r *row) model() (*Model, error) {
 	return &Model{
 		ID: r.ID, Binding: Binding(r.Binding), BaseURL: s.BaseURL, Model: s.Model,
 		CredentialRef: s.CredentialRef, MaxTokens: s.MaxTokens, Modalities: s.Modalities,
+		ModelPath: s.ModelPath, Args: s.Args, CtxSize: s.CtxSize, Voice: s.Voice,
 		Revision: r.Revision, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}, nil
 }
@@ -180,7 +191,8 @@ func (s *Service) Put(ctx context.Context, id string, spec *Spec) (m *Model, cre
 			return nil, false, err
 		}
 	}
-	raw, err := json.Marshal(stored{BaseURL: m.BaseURL, Model: m.Model, CredentialRef: m.CredentialRef, MaxTokens: m.MaxTokens, Modalities: m.Modalities})
+	raw, err := json.Marshal(stored{BaseURL: m.BaseURL, Model: m.Model, CredentialRef: m.CredentialRef, MaxTokens: m.MaxTokens, Modalities: m.Modalities,
+		ModelPath: m.ModelPath, Args: m.Args, CtxSize: m.CtxSize, Voice: m.Voice})
 	if err != nil {
 		return nil, false, err
 	}
