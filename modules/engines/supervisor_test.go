@@ -77,7 +77,7 @@ func newSupervisor(t *testing.T, max int, opts ...func(*engines.Options)) *engin
 
 func llamaModel(t *testing.T, id string, args ...string) *models.Model {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), id+".gguf")
+	p := filepath.Join(t.TempDir(), strings.ReplaceAll(id, "/", "_")+".gguf")
 	if err := os.WriteFile(p, []byte("GGUF"), 0o600); err != nil {
 		t.Fatal(err)
 	}
