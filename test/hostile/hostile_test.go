@@ -99,19 +99,19 @@ type plane struct {
 }
 
 type harness struct {
-	t                   *testing.T
-	control, inference  *plane
-	upstream            string
-	client              *http.Client
-	vals                map[string]string // "{param}" or "METHOD route {param}" -> a valid value
-	seeds               map[string]any    // "METHOD route" -> a valid JSON body
-	sent                int
-	failures            map[string]string // dedup key -> first example
-	snapshots           map[string]string // plane+probe path -> last answer
-	excused             map[int]int       // index in exceptions -> times it applied
-	lastStatus          int               // status of the last checkNothingStored request
-	waitingRuns         int               // durable runs started for resume bodies
-	waitingRun, agentID string
+	t                  *testing.T
+	control, inference *plane
+	upstream           string
+	client             *http.Client
+	vals               map[string]string // "{param}" or "METHOD route {param}" -> a valid value
+	seeds              map[string]any    // "METHOD route" -> a valid JSON body
+	sent               int
+	failures           map[string]string // dedup key -> first example
+	snapshots          map[string]string // plane+probe path -> last answer
+	excused            map[int]int       // index in exceptions -> times it applied
+	lastStatus         int               // status of the last checkNothingStored request
+	waitingRuns        int               // durable runs started for resume bodies
+	waitingRun         string
 }
 
 func start(t *testing.T, dbURL string) *harness {
