@@ -1,88 +1,10 @@
 package engines_test
 
 import (
-	"encoding/json"
-	"flag"
-	"fmt"
-	"net/http"
-	"os"
 	"testing"
-	"time"
+
+	"github.com/svc-dev/svc/modules/engines/enginetest"
 )
 
-// The test binary doubles as a stand-in llama-server: llama.cpp, whisper.cpp and
-// stable-diffusion.cpp do not install from Debian's packages here, so the supervision
-// logic is tested against this process. It parses llama-server's flags, serves /health and
-// an OpenAI-style /v1/chat/completions, and takes extra flags (passed as the model's
-// args) to misbehave.
-const fakeEnv = "SVC_ENGINES_FAKE_SERVER"
-
-func TestMain(m *testing.M) {
-	if os.Getenv(fakeEnv) == "1" {
-		os.Exit(fakeServer(os.Args[1:]))
-	}
-	// Children started by the supervisor inherit this and run fakeServer.
-	os.Setenv(fakeEnv, "1")
-	os.Exit(m.Run())
-}
-
-func fakeServer(args []string) int {
-	fs := flag.NewFlagSet("llama-server", flag.ContinueOnError)
-	model := fs.String("m", "", "model path")
-	host := fs.String("host", "127.0.0.1", "")
-	port := fs.Int("port", 0, "")
-	ctx := fs.Int("ctx-size", 0, "")
-	slow := fs.Duration("fake-slow-start", 0, "answer 503 on /health this long")
-	exitAtStart := fs.Bool("fake-exit-at-start", false, "exit 2 at once")
-	neverHealthy := fs.Bool("fake-never-healthy", false, "answer 503 on /health forever")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if *exitAtStart {
-		fmt.Fprintln(os.Stderr, "error: failed to load model: fake")
-		return 2
-	}
-	if _, err := os.Stat(*model); err != nil {
-		fmt.Fprintln(os.Stderr, "error: model file:", err)
-		return 1
-	}
-	started := time.Now()
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
-		if *neverHealthy || time.Since(started) < *slow {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprint(w, `{"error":{"message":"Loading model"}}`)
-			return
-		}
-		fmt.Fprint(w, `{"status":"ok"}`)
-	})
-	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Model    string `json:"model"`
-			Messages []struct {
-				Content string `json:"content"`
-			} `json:"messages"`
-		}
-		_ = json.NewDecoder(r.Body).Decode(&req)
-		last := ""
-		if n := len(req.Messages); n > 0 {
-			last = req.Messages[n-1].Content
-		}
-		if last == "crash" {
-			fmt.Fprintln(os.Stderr, "GGML_ASSERT: fake crash")
-			os.Exit(3)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"id": "chatcmpl-fake", "object": "chat.completion", "model": req.Model,
-			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
-				"message": map[string]any{"role": "assistant", "content": fmt.Sprintf("pid %d ctx %d: %s", os.Getpid(), *ctx, last)}}},
-		})
-	})
-	srv := &http.Server{Addr: fmt.Sprintf("%s:%d", *host, *port), Handler: mux}
-	if err := srv.ListenAndServe(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
-}
+// The test binary doubles as the stand-in llama-server (see enginetest).
+func TestMain(m *testing.M) { enginetest.Main(m) }
