@@ -11,6 +11,7 @@ import (
 	"github.com/svc-dev/svc/modules/agents"
 	"github.com/svc-dev/svc/modules/artifacts"
 	"github.com/svc-dev/svc/modules/bench"
+	"github.com/svc-dev/svc/modules/catalog"
 	"github.com/svc-dev/svc/modules/connections"
 	"github.com/svc-dev/svc/modules/credentials"
 	"github.com/svc-dev/svc/modules/dataplane"
@@ -126,6 +127,12 @@ func buildInference(ctx context.Context, d *deps) (*plane, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The model catalog installs hub models into $SERVICE_DATA_DIR/models and registers them
+	// (cmd/catalog.go); its closer fails in-flight downloads as interrupted.
+	catalogSvc, err := newCatalog(ctx, d, modelSvc)
+	if err != nil {
+		return nil, err
+	}
 	p.modules = []httpx.Module{
 		// /readyz stays 200 while the database is up and any engine is available.
 		health.New(engineSvc.Report,
@@ -135,6 +142,7 @@ func buildInference(ctx context.Context, d *deps) (*plane, error) {
 		models.NewModule(modelSvc),
 		credentials.NewModule(credSvc),
 		engines.NewModule(engineSvc),
+		catalog.NewModule(catalogSvc),
 		dataPlane,
 		d.processMetrics().Module(),
 	}

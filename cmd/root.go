@@ -63,7 +63,7 @@ func newRoot() *cobra.Command {
 
 // extraCommands lists the admin CLI command groups (agents, runs, models, …); each file
 // that defines one adds its constructor here.
-var extraCommands = []func() *cobra.Command{newAgentsCmd, newModelsCmd, newCredentialsCmd, newSecretsCmd, newRunsCmd, newSessionsCmd, newTriggersCmd}
+var extraCommands = []func() *cobra.Command{newAgentsCmd, newModelsCmd, newCredentialsCmd, newSecretsCmd, newRunsCmd, newSessionsCmd, newTriggersCmd, newCatalogCmd}
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
