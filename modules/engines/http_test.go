@@ -1,15 +1,20 @@
 package engines_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/svc-dev/svc/modules/dataplane"
 	"github.com/svc-dev/svc/modules/engines"
+	"github.com/svc-dev/svc/modules/engines/enginetest"
 	"github.com/svc-dev/svc/modules/models"
 	"github.com/svc-dev/svc/platform/httpx"
 	"github.com/svc-dev/svc/platform/testkit"
@@ -179,5 +184,52 @@ func TestSpeechFailureIsSpeechFailed(t *testing.T) {
 	resp := srv.Do(http.MethodPost, "/v1/audio/speech", map[string]any{"model": "tts", "input": "hello", "voice": "alloy"})
 	if resp.Status != http.StatusBadGateway || resp.ErrorCode() != "speech_failed" || !strings.Contains(string(resp.Body), "no audio") {
 		t.Fatalf("empty synthesis = %d %s", resp.Status, resp.Body)
+	}
+}
+
+// TestImagesWithStandInSD runs sd once per request (a stand-in: stable-diffusion.cpp does
+// not install from Debian's packages here).
+func TestImagesWithStandInSD(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd := filepath.Join(t.TempDir(), "sd")
+	if err := os.Symlink(exe, sd); err != nil {
+		t.Fatal(err)
+	}
+	svc := engines.New(engines.Options{LookPath: func(name string) (string, error) { return sd, nil }})
+	t.Cleanup(func() { _ = svc.Close() })
+	m := llamaModel(t, "img")
+	m.Binding, m.Modalities, m.Args, m.CtxSize = models.BindingStableDiffusionCpp, []models.Modality{models.ModalityImages}, nil, 0
+	srv := newPlane(t, svc, registry{"img": m})
+	resp := srv.Do(http.MethodPost, "/v1/images/generations", map[string]any{"model": "img", "prompt": "-a red fox", "n": 2, "size": "256x256"})
+	var out struct {
+		Data []struct {
+			B64 string `json:"b64_json"`
+		} `json:"data"`
+	}
+	resp.JSON(t, &out)
+	if resp.Status != http.StatusOK || len(out.Data) != 2 {
+		t.Fatalf("images = %d %s", resp.Status, resp.Body)
+	}
+	for _, d := range out.Data {
+		b, err := base64.StdEncoding.DecodeString(d.B64)
+		if err != nil || !bytes.Equal(b, enginetest.PNG("-a red fox")) {
+			t.Fatalf("image = %q %v", b, err)
+		}
+	}
+	resp = srv.Do(http.MethodPost, "/v1/images/generations", map[string]any{"model": "img", "prompt": "fail"})
+	if resp.Status != http.StatusBadGateway || !strings.Contains(string(resp.Body), "new_sd_ctx_t failed") {
+		t.Fatalf("failing sd = %d %s", resp.Status, resp.Body)
+	}
+	for name, body := range map[string]map[string]any{
+		"bad size":  {"model": "img", "prompt": "x", "size": "100x7"},
+		"n zero":    {"model": "img", "prompt": "x", "n": 0},
+		"no prompt": {"model": "img"},
+	} {
+		if resp := srv.Do(http.MethodPost, "/v1/images/generations", body); resp.Status != http.StatusBadRequest {
+			t.Fatalf("%s = %d %s", name, resp.Status, resp.Body)
+		}
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -22,6 +24,9 @@ const Env = "SVC_ENGINES_FAKE_SERVER"
 // test process it sets Env for the children and runs the tests.
 func Main(m *testing.M) {
 	if os.Getenv(Env) == "1" {
+		if filepath.Base(os.Args[0]) == "sd" {
+			os.Exit(FakeSD(os.Args[1:]))
+		}
 		os.Exit(FakeServer(os.Args[1:]))
 	}
 	os.Setenv(Env, "1")
@@ -86,6 +91,38 @@ func FakeServer(args []string) int {
 	if err := srv.ListenAndServe(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
+	}
+	return 0
+}
+
+// PNG is the image the stand-in sd writes: a PNG signature and the prompt.
+func PNG(prompt string) []byte { return append([]byte("\x89PNG\r\n\x1a\n"), prompt...) }
+
+// FakeSD is a stand-in for stable-diffusion.cpp's sd: it parses -m, -p, -o and -b and
+// writes one PNG per image (out.png, out_2.png, …). A prompt of "fail" exits 1.
+func FakeSD(args []string) int {
+	fs := flag.NewFlagSet("sd", flag.ContinueOnError)
+	model := fs.String("m", "", "")
+	prompt := fs.String("p", "", "")
+	out := fs.String("o", "output.png", "")
+	batch := fs.Int("b", 1, "")
+	fs.Int("W", 512, "")
+	fs.Int("H", 512, "")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if _, err := os.Stat(*model); err != nil || *prompt == "fail" {
+		fmt.Fprintln(os.Stderr, "[ERROR] new_sd_ctx_t failed")
+		return 1
+	}
+	for i := 1; i <= *batch; i++ {
+		p := *out
+		if i > 1 {
+			p = strings.TrimSuffix(*out, ".png") + fmt.Sprintf("_%d.png", i)
+		}
+		if err := os.WriteFile(p, PNG(*prompt), 0o600); err != nil {
+			return 1
+		}
 	}
 	return 0
 }
