@@ -52,7 +52,7 @@ func TestEvictionFor(t *testing.T) {
 }
 
 // newSupervisor runs the stand-in (this test binary) as llama-server.
-func newSupervisor(t *testing.T, max int, opts ...func(*engines.Options)) *engines.Service {
+func newSupervisor(t testing.TB, max int, opts ...func(*engines.Options)) *engines.Service {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -75,7 +75,7 @@ func newSupervisor(t *testing.T, max int, opts ...func(*engines.Options)) *engin
 	return svc
 }
 
-func llamaModel(t *testing.T, id string, args ...string) *models.Model {
+func llamaModel(t testing.TB, id string, args ...string) *models.Model {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), strings.ReplaceAll(id, "/", "_")+".gguf")
 	if err := os.WriteFile(p, []byte("GGUF"), 0o600); err != nil {
