@@ -807,6 +807,10 @@ func TestRestartFailsInFlightJobs(t *testing.T) {
 		if got.State != catalog.StateFailed || got.Error != "interrupted" {
 			t.Fatalf("after restart: %+v", got)
 		}
+		part := filepath.Join(s.data, "models", "acme", "Tiny-1B-GGUF", "tiny-1b.Q8_0.gguf.part")
+		if _, err := os.Stat(part); !os.IsNotExist(err) {
+			t.Fatalf("the restart left the partial file (%v)", err)
+		}
 		// The old process going away does not overwrite the recorded end.
 		old.Close()
 		if got := s.job(t, j.JobID); got.State != catalog.StateFailed || got.Error != "interrupted" {

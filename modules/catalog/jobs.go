@@ -430,8 +430,22 @@ func (s *Service) fetch(ctx context.Context, row *jobRow, f File, dst string, aj
 	return nil
 }
 
-// recover fails the jobs a previous process left live: their transfers are gone.
+// recover fails the jobs a previous process left live (their transfers are gone) and
+// removes the partial files a crash left behind.
 func (s *Service) recover(ctx context.Context) error {
+	var rows []jobRow
+	if err := s.opts.DB.WithContext(ctx).Where("state IN ?", liveStates).Find(&rows).Error; err != nil {
+		return err
+	}
+	for _, r := range rows {
+		var files []File
+		_ = json.Unmarshal([]byte(r.Files), &files)
+		for _, f := range files {
+			if p, err := s.target(r.Repo, f.Name); err == nil {
+				_ = os.Remove(p + ".part")
+			}
+		}
+	}
 	now := time.Now().UTC()
 	return s.opts.DB.WithContext(ctx).Model(&jobRow{}).Where("state IN ?", liveStates).
 		Updates(map[string]any{"state": StateFailed, "error": "interrupted", "updated_at": now, "finished_at": now}).Error
