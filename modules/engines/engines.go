@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -81,11 +82,15 @@ func Builtin() []Def {
 }
 
 // LlamaServerArgs is llama-server's command line for m: the model, the loopback port, the
-// context size, then the registered extra args.
+// context size, --embeddings for a model registered for embeddings, then the extra args.
 func LlamaServerArgs(m *models.Model, port int) []string {
 	args := []string{"-m", m.ModelPath, "--host", "127.0.0.1", "--port", strconv.Itoa(port)}
 	if m.CtxSize > 0 {
 		args = append(args, "--ctx-size", strconv.Itoa(m.CtxSize))
+	}
+	// /v1/embeddings answers only when the server was started with --embeddings.
+	if slices.Contains(m.Modalities, models.ModalityEmbeddings) && !slices.Contains(m.Args, "--embeddings") && !slices.Contains(m.Args, "--embedding") {
+		args = append(args, "--embeddings")
 	}
 	return append(args, m.Args...)
 }

@@ -409,3 +409,19 @@ func TestMissingBinaryAndModelFile(t *testing.T) {
 		t.Fatal("something started")
 	}
 }
+
+func TestServerArgs(t *testing.T) {
+	m := &models.Model{ModelPath: "/m/q.gguf", CtxSize: 4096, Args: []string{"--n-gpu-layers", "99"}, Modalities: []models.Modality{models.ModalityChat}}
+	got := strings.Join(engines.LlamaServerArgs(m, 4321), " ")
+	if got != "-m /m/q.gguf --host 127.0.0.1 --port 4321 --ctx-size 4096 --n-gpu-layers 99" {
+		t.Fatalf("llama chat args = %q", got)
+	}
+	m = &models.Model{ModelPath: "/m/e.gguf", Modalities: []models.Modality{models.ModalityEmbeddings}}
+	if got := strings.Join(engines.LlamaServerArgs(m, 1), " "); got != "-m /m/e.gguf --host 127.0.0.1 --port 1 --embeddings" {
+		t.Fatalf("llama embeddings args = %q", got)
+	}
+	w := &models.Model{ModelPath: "/m/w.bin"}
+	if got := strings.Join(engines.WhisperServerArgs(w, 2), " "); got != "-m /m/w.bin --host 127.0.0.1 --port 2 --inference-path /v1/audio/transcriptions" {
+		t.Fatalf("whisper args = %q", got)
+	}
+}

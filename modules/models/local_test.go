@@ -20,7 +20,7 @@ func TestLocalBindingValidation(t *testing.T) {
 		want func(*models.Model) bool
 	}{
 		{"llama defaults", models.Spec{Binding: models.BindingLlamaCpp, ModelPath: "/models/q.gguf"}, func(m *models.Model) bool {
-			return slices.Equal(m.Modalities, []models.Modality{models.ModalityChat, models.ModalityEmbeddings}) && m.ModelPath == "/models/q.gguf"
+			return slices.Equal(m.Modalities, []models.Modality{models.ModalityChat}) && m.ModelPath == "/models/q.gguf"
 		}},
 		{"llama args and ctx", models.Spec{Binding: models.BindingLlamaCpp, ModelPath: "/models/../models/q.gguf", Args: []string{"--n-gpu-layers", "99"}, CtxSize: n(4096), Modalities: []models.Modality{models.ModalityChat}}, func(m *models.Model) bool {
 			return m.CtxSize == 4096 && len(m.Args) == 2 && m.ModelPath == "/models/q.gguf" && len(m.Modalities) == 1

@@ -280,6 +280,12 @@ func (s *Spec) validateLocal(m *Model) (*Model, error) {
 	}
 	if len(m.Modalities) == 0 {
 		m.Modalities = slices.Clone(allowed)
+		// llama-server serves embeddings only when started with --embeddings, which recent
+		// builds reserve for embedding models: a llama.cpp model is a chat model unless it
+		// says otherwise.
+		if s.Binding == BindingLlamaCpp {
+			m.Modalities = []Modality{ModalityChat}
+		}
 	}
 	if s.Binding == BindingEspeakNg {
 		if s.ModelPath != "" || len(s.Args) > 0 || s.CtxSize != nil {

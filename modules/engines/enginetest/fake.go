@@ -40,6 +40,7 @@ func FakeServer(args []string) int {
 	host := fs.String("host", "127.0.0.1", "")
 	port := fs.Int("port", 0, "")
 	ctx := fs.Int("ctx-size", 0, "")
+	fs.Bool("embeddings", false, "serve /v1/embeddings")
 	slow := fs.Duration("fake-slow-start", 0, "answer 503 on /health this long")
 	exitAtStart := fs.Bool("fake-exit-at-start", false, "exit 2 at once")
 	neverHealthy := fs.Bool("fake-never-healthy", false, "answer 503 on /health forever")
