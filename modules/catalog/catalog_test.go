@@ -226,6 +226,8 @@ type setup struct {
 	srv  *testkit.Server
 	data string
 	db   *database.DB
+	// stall is the StallTimeout of the next start (0 = the default).
+	stall time.Duration
 }
 
 func newSetup(t *testing.T, db *database.DB, ram int64) *setup {
@@ -248,7 +250,7 @@ func (s *setup) start(t *testing.T, ram int64) {
 	t.Helper()
 	svc, err := catalog.New(context.Background(), catalog.Options{
 		DB: s.db, Registry: s.reg, DataDir: s.data, HubURL: s.hub.URL, Curated: configs.Catalog,
-		RAM: func() (int64, error) { return ram, nil }, Logger: zerolog.Nop(),
+		RAM: func() (int64, error) { return ram, nil }, Logger: zerolog.Nop(), StallTimeout: s.stall,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -848,5 +850,22 @@ func TestCuratedCatalogIsValid(t *testing.T) {
 	}
 	if _, err := catalog.New(context.Background(), catalog.Options{DB: dbtest.Open(t, database.SQLite), Registry: &fakeRegistry{}, DataDir: t.TempDir(), Curated: configs.Catalog}); err != nil {
 		t.Fatalf("configs/catalog.json: %v", err)
+	}
+}
+
+func TestStalledDownloadFails(t *testing.T) {
+	s := newSetup(t, dbtest.Open(t, database.SQLite), 16*gib)
+	s.stall = 100 * time.Millisecond
+	s.start(t, 16*gib)
+	release := s.hub.hold()
+	defer release()
+	j := s.install(t, "acme/Tiny-1B-GGUF", "Q8_0", "tiny")
+	done := s.waitJob(t, j.JobID, ended)
+	if done.State != catalog.StateFailed || !strings.Contains(done.Error, "sent nothing") {
+		t.Fatalf("stalled job: %+v", done)
+	}
+	p := filepath.Join(s.data, "models", "acme", "Tiny-1B-GGUF", "tiny-1b.Q8_0.gguf.part")
+	if _, err := os.Stat(p); !os.IsNotExist(err) {
+		t.Fatalf("partial file left (%v)", err)
 	}
 }

@@ -36,6 +36,7 @@ var liveStates = []string{StateQueued, StateDownloading, StateVerifying}
 var (
 	errCanceled = errors.New("canceled")
 	errShutdown = errors.New("interrupted")
+	errStalled  = errors.New("stalled")
 )
 
 type jobRow struct {
@@ -359,12 +360,27 @@ func (s *Service) fetch(ctx context.Context, row *jobRow, f File, dst string, aj
 			_ = os.Remove(part)
 		}
 	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.hub.fileURL(row.Repo, f.Name), nil)
+	// A hub that stops sending (before answering or mid-body) ends the transfer after
+	// StallTimeout instead of holding a download slot forever.
+	rctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	stall := time.AfterFunc(s.opts.StallTimeout, func() { stop(errStalled) })
+	defer stall.Stop()
+	stalled := func() error {
+		if errors.Is(context.Cause(rctx), errStalled) && ctx.Err() == nil {
+			return fmt.Errorf("downloading %s: the hub sent nothing for %s", f.Name, s.opts.StallTimeout)
+		}
+		return nil
+	}
+	req, err := http.NewRequestWithContext(rctx, http.MethodGet, s.hub.fileURL(row.Repo, f.Name), nil)
 	if err != nil {
 		return err
 	}
 	resp, err := s.hub.client.Do(req)
 	if err != nil {
+		if e := stalled(); e != nil {
+			return e
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -381,6 +397,7 @@ func (s *Service) fetch(ctx context.Context, row *jobRow, f File, dst string, aj
 	for {
 		k, rerr := resp.Body.Read(buf)
 		if k > 0 {
+			stall.Reset(s.opts.StallTimeout)
 			if f.Size > 0 && n+int64(k) > f.Size {
 				return fmt.Errorf("downloading %s: larger than the %d bytes the hub announced", f.Name, f.Size)
 			}
@@ -399,6 +416,9 @@ func (s *Service) fetch(ctx context.Context, row *jobRow, f File, dst string, aj
 			break
 		}
 		if rerr != nil {
+			if e := stalled(); e != nil {
+				return e
+			}
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}

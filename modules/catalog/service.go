@@ -49,6 +49,8 @@ type Options struct {
 	HTTPClient *http.Client
 	// MaxConcurrent bounds downloads running at once (default 2).
 	MaxConcurrent int
+	// StallTimeout ends a download whose hub sends nothing for this long (default 60s).
+	StallTimeout time.Duration
 	// CacheTTL is how long search answers are reused (default 60s).
 	CacheTTL time.Duration
 	Logger   zerolog.Logger
@@ -99,6 +101,9 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	}
 	if opts.MaxConcurrent <= 0 {
 		opts.MaxConcurrent = 2
+	}
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = time.Minute
 	}
 	if opts.CacheTTL <= 0 {
 		opts.CacheTTL = time.Minute
