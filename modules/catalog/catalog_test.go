@@ -839,6 +839,10 @@ func TestCloseInterruptsJobs(t *testing.T) {
 	if _, err := os.Stat(p); !os.IsNotExist(err) {
 		t.Fatalf("partial file left (%v)", err)
 	}
+	r := s.srv.Do(http.MethodPost, "/admin/catalog/install", map[string]any{"repo": "acme/Tiny-1B-GGUF", "variantId": "Q4_K_M", "logicalId": "other"})
+	if r.Status != http.StatusServiceUnavailable || r.ErrorCode() != "unavailable" {
+		t.Fatalf("install after close: %d %s", r.Status, r.Body)
+	}
 }
 
 func TestCuratedCatalogIsValid(t *testing.T) {

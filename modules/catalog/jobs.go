@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/svc-dev/svc/platform/apperr"
 	"github.com/svc-dev/svc/platform/database"
 )
 
@@ -153,7 +154,7 @@ func (s *Service) Install(ctx context.Context, r InstallRequest) (*Job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, ErrHubUnavailable.Msg("the service is shutting down")
+		return nil, apperr.ErrUnavailable.Msg("the inference plane is shutting down")
 	}
 	// Checked again under the lock: two installs of one logical id must not both start.
 	if err := s.logicalIDFree(ctx, r.LogicalID); err != nil {
