@@ -80,8 +80,8 @@ type Message struct {
 
 // Page is one page of sessions, newest activity first.
 type Page struct {
-	Sessions   []Session `json:"sessions"`
-	Next       string    `json:"next,omitempty"`
+	Sessions []Session `json:"sessions"`
+	Next     string    `json:"next,omitempty"`
 }
 
 // EnsureInput is the body of POST /sessions.
