@@ -228,6 +228,8 @@ type setup struct {
 	db   *database.DB
 	// stall is the StallTimeout of the next start (0 = the default).
 	stall time.Duration
+	// free is the free disk space the next start sees (0 = the real one).
+	free int64
 }
 
 func newSetup(t *testing.T, db *database.DB, ram int64) *setup {
@@ -248,10 +250,14 @@ func newSetup(t *testing.T, db *database.DB, ram int64) *setup {
 
 func (s *setup) start(t *testing.T, ram int64) {
 	t.Helper()
-	svc, err := catalog.New(context.Background(), catalog.Options{
+	opts := catalog.Options{
 		DB: s.db, Registry: s.reg, DataDir: s.data, HubURL: s.hub.URL, Curated: configs.Catalog,
 		RAM: func() (int64, error) { return ram, nil }, Logger: zerolog.Nop(), StallTimeout: s.stall,
-	})
+	}
+	if s.free > 0 {
+		opts.FreeSpace = func(string) (int64, error) { return s.free, nil }
+	}
+	svc, err := catalog.New(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -872,4 +878,33 @@ func TestStalledDownloadFails(t *testing.T) {
 	if _, err := os.Stat(p); !os.IsNotExist(err) {
 		t.Fatalf("partial file left (%v)", err)
 	}
+}
+
+func TestInstallNeedsDiskSpace(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, db *database.DB) {
+		s := newSetup(t, db, 16*gib)
+		s.free = 6 << 20
+		s.start(t, 16*gib)
+		release := s.hub.hold()
+		defer release()
+		r := s.srv.Do(http.MethodPost, "/admin/catalog/install", map[string]any{"repo": "acme/Tiny-1B-GGUF", "variantId": "Q8_0", "logicalId": "big"})
+		if r.Status != http.StatusAccepted {
+			t.Fatalf("5 MiB into 6 MiB: %d %s", r.Status, r.Body)
+		}
+		var j catalog.Job
+		r.JSON(t, &j)
+		<-s.hub.sentHead
+		// 3 MiB more while the first job still has ~5 MiB to write.
+		r = s.srv.Do(http.MethodPost, "/admin/catalog/install", map[string]any{"repo": "acme/Tiny-1B-GGUF", "variantId": "Q4_K_M", "logicalId": "small"})
+		if r.Status != http.StatusInsufficientStorage || r.ErrorCode() != "insufficient_storage" {
+			t.Fatalf("second install: %d %s", r.Status, r.Body)
+		}
+		if r := s.srv.Do(http.MethodPost, "/admin/catalog/downloads/"+j.JobID+":cancel", nil); r.Status != http.StatusOK {
+			t.Fatalf("cancel: %s", r.Body)
+		}
+		r = s.srv.Do(http.MethodPost, "/admin/catalog/install", map[string]any{"repo": "acme/Tiny-1B-GGUF", "variantId": "F16", "logicalId": "small"})
+		if r.Status != http.StatusAccepted {
+			t.Fatalf("4 MiB into 6 MiB once the first job ended: %d %s", r.Status, r.Body)
+		}
+	})
 }

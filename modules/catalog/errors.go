@@ -1,6 +1,10 @@
 package catalog
 
-import "github.com/svc-dev/svc/platform/apperr"
+import (
+	"net/http"
+
+	"github.com/svc-dev/svc/platform/apperr"
+)
 
 // Error codes of the model catalog.
 var (
@@ -20,6 +24,8 @@ var (
 	ErrDownloadNotFound = apperr.NotFound("download_not_found", "download job not found")
 	// ErrDownloadFinished is a cancel of a job that already ended.
 	ErrDownloadFinished = apperr.Conflict("download_finished", "download job already finished")
+	// ErrInsufficientStorage is an install whose files do not fit on the data folder's disk.
+	ErrInsufficientStorage = apperr.New(http.StatusInsufficientStorage, "insufficient_storage", "not enough disk space for the model")
 	// ErrHubUnavailable is a hub that cannot be reached or answered unexpectedly.
 	ErrHubUnavailable = apperr.BadGateway("hub_unavailable", "model hub unavailable")
 )

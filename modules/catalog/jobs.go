@@ -137,6 +137,18 @@ func (s *Service) Install(ctx context.Context, r InstallRequest) (*Job, error) {
 		}
 		return nil, ErrVariantNotFound.Msg("repository %s has no variant %q", r.Repo, clip(r.VariantID)).WithDetails(map[string]any{"variants": ids})
 	}
+	// Room for the files plus the bytes other live jobs are still to write; unknown free
+	// space (statfs failed) is not a reason to refuse.
+	if free, err := s.opts.FreeSpace(s.opts.DataDir); err == nil && v.SizeBytes > 0 {
+		pending, err := s.pendingBytes(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if need := v.SizeBytes + pending; need > free {
+			return nil, ErrInsufficientStorage.Msg("variant %s needs %d bytes (plus %d for downloads in progress); %d are free under the data folder", v.ID, v.SizeBytes, pending, free).
+				WithDetails(map[string]any{"needBytes": v.SizeBytes, "pendingBytes": pending, "freeBytes": free})
+		}
+	}
 	engine := r.Engine
 	if engine == "" {
 		engine = d.Engine
@@ -169,6 +181,25 @@ func (s *Service) Install(ctx context.Context, r InstallRequest) (*Job, error) {
 	s.wg.Add(1)
 	go s.run(jctx, row, v.Files, aj)
 	return row.job(), nil
+}
+
+// pendingBytes is what live jobs have yet to write.
+func (s *Service) pendingBytes(ctx context.Context) (int64, error) {
+	var rows []jobRow
+	if err := s.opts.DB.WithContext(ctx).Select("id", "bytes_done", "bytes_total").Where("state IN ?", liveStates).Find(&rows).Error; err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, r := range rows {
+		done := r.BytesDone
+		s.mu.Lock()
+		if aj := s.active[r.ID]; aj != nil {
+			done = max(done, aj.bytes.Load())
+		}
+		s.mu.Unlock()
+		n += max(0, r.BytesTotal-done)
+	}
+	return n, nil
 }
 
 func clip(s string) string {

@@ -42,6 +42,8 @@ type Options struct {
 	// Curated is the curated catalog JSON (configs/catalog.json), the fallback when the hub
 	// is unreachable.
 	Curated []byte
+	// FreeSpace returns the bytes free under a folder (default: FreeBytes, statfs).
+	FreeSpace func(dir string) (int64, error)
 	// RAM returns the machine's memory in bytes (default: MemTotal of /proc/meminfo).
 	RAM func() (int64, error)
 	// HTTPClient talks to the hub (default: one without an overall timeout, so large
@@ -95,6 +97,9 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 	}
 	if opts.RAM == nil {
 		opts.RAM = MemTotal
+	}
+	if opts.FreeSpace == nil {
+		opts.FreeSpace = FreeBytes
 	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{}
