@@ -100,3 +100,41 @@ func TestLocalRegistrationRoundTrip(t *testing.T) {
 		}
 	})
 }
+
+// FuzzLocalSpec validates arbitrary local registrations: never a panic, every refusal a
+// 400 with a code, and every accepted one keeps the invariants the engines rely on.
+func FuzzLocalSpec(f *testing.F) {
+	f.Add("llama.cpp", "/m/q.gguf", "--n-gpu-layers", "", 512)
+	f.Add("espeak-ng", "", "", "en+f3", 0)
+	f.Add("whisper.cpp", "rel/path", "", "", -1)
+	f.Add("espeak-ng", "", "", "-w", 0)
+	f.Add("stable-diffusion.cpp", "/a/../b", "--port=1", "", 0)
+	f.Fuzz(func(t *testing.T, binding, path, arg, voice string, ctx int) {
+		spec := models.Spec{Binding: models.Binding(binding), ModelPath: path, Voice: voice}
+		if arg != "" {
+			spec.Args = []string{arg}
+		}
+		if ctx != 0 {
+			spec.CtxSize = &ctx
+		}
+		m, err := spec.Validate("fuzz")
+		if err != nil {
+			if e := apperr.From(err); e == nil || e.Status != 400 {
+				t.Fatalf("refusal is not a 400: %v", err)
+			}
+			return
+		}
+		if !models.IsLocal(m.Binding) {
+			return
+		}
+		if m.Binding == models.BindingEspeakNg && !models.ValidVoice(m.Voice) {
+			t.Fatalf("accepted voice %q", m.Voice)
+		}
+		if m.Binding != models.BindingEspeakNg && !strings.HasPrefix(m.ModelPath, "/") {
+			t.Fatalf("accepted modelPath %q", m.ModelPath)
+		}
+		if len(m.Modalities) == 0 {
+			t.Fatal("no modalities")
+		}
+	})
+}

@@ -23,7 +23,8 @@ const Env = "SVC_ENGINES_FAKE_SERVER"
 // Main is a TestMain: in a child started by the supervisor it runs the stand-in; in the
 // test process it sets Env for the children and runs the tests.
 func Main(m *testing.M) {
-	if os.Getenv(Env) == "1" {
+	// Test processes the test binary starts itself (fuzz workers) carry -test. flags.
+	if os.Getenv(Env) == "1" && !(len(os.Args) > 1 && strings.HasPrefix(os.Args[1], "-test.")) {
 		if filepath.Base(os.Args[0]) == "sd" {
 			os.Exit(FakeSD(os.Args[1:]))
 		}
