@@ -31,7 +31,6 @@ func newCatalog(ctx context.Context, d *deps, reg *models.Service) (*catalog.Ser
 	if err != nil {
 		return nil, err
 	}
-	d.closer = append(d.closer, func() error { svc.Close(); return nil })
 	return svc, nil
 }
 

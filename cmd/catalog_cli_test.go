@@ -55,6 +55,9 @@ func TestCatalogCLI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if err := cat.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 		defer cat.Close()
 		srv := testkit.New(t, testkit.Options{}, models.NewModule(reg), catalog.NewModule(cat))
 		url := "--inference-url=" + srv.URL

@@ -261,6 +261,9 @@ func (s *setup) start(t *testing.T, ram int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(svc.Close)
 	s.svc = svc
 	s.srv = testkit.New(t, testkit.Options{}, catalog.NewModule(svc))

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	_ "embed"
 	"net/http"
 	"net/url"
@@ -26,6 +27,12 @@ func NewModule(svc *Service) *Module {
 	}
 	return &Module{svc: svc}
 }
+
+// Start implements httpx.Starter: it recovers jobs interrupted by a previous stop.
+func (m *Module) Start(ctx context.Context) error { return m.svc.Start(ctx) }
+
+// Stop fails in-flight downloads as interrupted and waits for them.
+func (m *Module) Stop(context.Context) error { m.svc.Close(); return nil }
 
 //go:embed openapi.json
 var openapiDoc []byte

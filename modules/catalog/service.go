@@ -134,11 +134,12 @@ func New(ctx context.Context, opts Options) (*Service, error) {
 		}
 		s.curated = doc.Models
 	}
-	if err := s.recover(ctx); err != nil {
-		return nil, err
-	}
 	return s, nil
 }
+
+// Start ends the jobs a previous process left live (as failed "interrupted"). It runs once the
+// schema exists: the plane starts its modules after migrations, never at construction.
+func (s *Service) Start(ctx context.Context) error { return s.recover(ctx) }
 
 // Close cancels running jobs (they end failed "interrupted") and waits for them.
 func (s *Service) Close() {
