@@ -8,6 +8,10 @@ import * as sessions from './pages/sessions.js';
 import * as triggers from './pages/triggers.js';
 import * as connections from './pages/connections.js';
 import * as models from './pages/models.js';
+import * as catalog from './pages/catalog.js';
+import * as mcp from './pages/mcp.js';
+import * as bench from './pages/bench.js';
+import * as artifacts from './pages/artifacts.js';
 
 const routes = [
   ['agents', agents.list],
@@ -23,6 +27,15 @@ const routes = [
   ['triggers', triggers.list],
   ['connections', connections.list],
   ['models', models.render],
+  ['catalog', catalog.render],
+  ['catalog/:owner/:name', catalog.detail],
+  ['mcp', mcp.list],
+  ['bench', bench.results],
+  ['bench/compare', bench.compare],
+  ['bench/presets', bench.presets],
+  ['bench/suites', bench.suites],
+  ['bench/suites/:id', bench.suite],
+  ['artifacts', artifacts.render],
 ].map(([pattern, page]) => ({ parts: pattern.split('/'), page }));
 
 function match(path) {

@@ -49,6 +49,18 @@ export async function api(method, path, body) {
   return text ? JSON.parse(text) : null;
 }
 
+// upload POSTs a raw body (a File or Blob) with its own Content-Type (application/octet-stream
+// when the browser knows none) and returns the decoded JSON answer.
+export async function upload(path, blob) {
+  const resp = await send(path, {
+    method: 'POST',
+    headers: { Accept: 'application/json', 'Content-Type': blob.type || 'application/octet-stream' },
+    body: blob,
+  });
+  if (!resp.ok) throw await errorFrom(resp);
+  return resp.json();
+}
+
 // inference calls the inference plane through the control plane's pass-through.
 export const inference = (method, path, body) => api(method, `/ui/inference${path}`, body);
 

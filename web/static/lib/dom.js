@@ -46,6 +46,15 @@ export function fmtMs(ms) {
   return ms < 1000 ? `${+ms.toFixed(1)} ms` : `${(ms / 1000).toFixed(2)} s`;
 }
 
+// fmtBytes shows a byte count in binary units.
+export function fmtBytes(n) {
+  if (n === undefined || n === null || isNaN(n)) return '—';
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${i ? n.toFixed(1) : n} ${units[i]}`;
+}
+
 // preciseMs parses an RFC 3339 time keeping its sub-millisecond digits (Date.parse drops
 // them, and most nodes of a small graph take microseconds).
 export function preciseMs(iso) {
@@ -59,10 +68,10 @@ export const short = (s, n = 18) => (s && s.length > n ? s.slice(0, n) + '…' :
 // badge shows a status-like word, coloured by its meaning.
 export function badge(word) {
   const tone = {
-    completed: 'ok', ok: 'ok', set: 'ok', usable: 'ok', supported: 'ok', true: 'ok', remote: 'ok', resident: 'ok', ready: 'ok', enabled: 'ok',
-    failed: 'bad', error: 'bad', false: 'bad', undecryptable: 'bad', unavailable: 'bad',
-    streaming: 'busy', running: 'busy', created: 'busy', loading: 'busy',
-    waiting: 'warn', disabled: 'warn', unusable: 'warn', unsupported: 'warn', none: 'muted', skipped: 'muted', idle: 'muted',
+    completed: 'ok', ok: 'ok', fits: 'ok', connected: 'ok', recommended: 'ok', set: 'ok', usable: 'ok', supported: 'ok', true: 'ok', remote: 'ok', resident: 'ok', ready: 'ok', enabled: 'ok',
+    failed: 'bad', error: 'bad', too_large: 'bad', false: 'bad', undecryptable: 'bad', unavailable: 'bad',
+    streaming: 'busy', running: 'busy', created: 'busy', loading: 'busy', queued: 'busy', downloading: 'busy', verifying: 'busy',
+    waiting: 'warn', disabled: 'warn', tight: 'warn', canceled: 'muted', unusable: 'warn', unsupported: 'warn', none: 'muted', skipped: 'muted', idle: 'muted',
   }[String(word)] || 'muted';
   return h('span', { class: `badge ${tone}` }, String(word));
 }
@@ -123,16 +132,17 @@ export function action(label, fn, cls = '') {
   return b;
 }
 
-// table renders rows with columns [{title, cell(row) -> node|string}].
-export function table(columns, rows, empty = 'Nothing yet.') {
+// table renders rows with columns [{title, cell(row) -> node|string}]; rowClass(row), when
+// given, names a class for a row (a highlighted one).
+export function table(columns, rows, empty = 'Nothing yet.', rowClass) {
   if (!rows.length) return h('p', { class: 'muted empty' }, empty);
   return h('table', {},
     h('thead', {}, h('tr', {}, columns.map((c) => h('th', {}, c.title)))),
-    h('tbody', {}, rows.map((r) => tableRow(columns, r))));
+    h('tbody', {}, rows.map((r) => tableRow(columns, r, rowClass))));
 }
 
-function tableRow(columns, row) {
-  return h('tr', {}, columns.map((c) => h('td', { class: c.cls }, c.cell(row))));
+function tableRow(columns, row, rowClass) {
+  return h('tr', { class: rowClass ? rowClass(row) : undefined }, columns.map((c) => h('td', { class: c.cls }, c.cell(row))));
 }
 
 // pagedTable loads pages with load(before) -> {items, next} and appends them on "More".
@@ -158,7 +168,8 @@ export function pagedTable(columns, load, empty) {
 
 // form builds a form from field specs and calls onSubmit(values). Field types: text,
 // password (write-only: cleared after every submit), number, textarea, json (parsed; blank is
-// undefined), select, checkbox, checks (several values). The submit's error, including
+// undefined), select, checkbox, checks (several values), file (the chosen File or undefined),
+// secrets (name → write-only value pairs, an object; values cleared after every submit). The submit's error, including
 // invalid_ir problems, shows under the button; a returned string shows as a success note.
 export function form({ fields, submit = 'Save', onSubmit, cls = '' }) {
   const inputs = {};
@@ -192,7 +203,10 @@ export function form({ fields, submit = 'Save', onSubmit, cls = '' }) {
       replace(out, errorBox(err));
     } finally {
       button.disabled = false;
-      for (const { f, input } of Object.values(inputs)) if (f.type === 'password') input.value = '';
+      for (const { f, input } of Object.values(inputs)) {
+        if (f.type === 'password') input.value = '';
+        if (f.type === 'secrets') for (const i of input.querySelectorAll('input[type=password]')) i.value = '';
+      }
     }
   });
   el.inputs = Object.fromEntries(Object.entries(inputs).map(([k, v]) => [k, v.input]));
@@ -220,6 +234,10 @@ function fieldInput(f) {
         h('label', {}, h('input', { type: 'checkbox', value: o, checked: (f.value || []).includes(o) }), o)));
     case 'password':
       return h('input', { ...common, type: 'password', autocomplete: 'new-password' });
+    case 'file':
+      return h('input', { name: f.name, type: 'file', accept: f.accept });
+    case 'secrets':
+      return secretPairs(f);
     default:
       return h('input', { ...common, type: f.type === 'number' ? 'number' : 'text', value: f.value ?? '', list: f.list });
   }
@@ -234,10 +252,39 @@ function readValues(inputs) {
       case 'number': values[name] = input.value === '' ? undefined : Number(input.value); break;
       case 'json': values[name] = parseJSON(input.value, f.label || name); break;
       case 'password': values[name] = input.value; break;
+      case 'file': values[name] = input.files[0]; break;
+      case 'secrets': values[name] = readSecretPairs(input, f.label || name); break;
       default: values[name] = input.value.trim();
     }
   }
   return values;
+}
+
+// secretPairs edits name → value pairs whose values are secrets: names are plain text,
+// values password inputs; "Add" appends a row.
+function secretPairs(f) {
+  const rows = h('div', { class: 'pairs' });
+  const addRow = () => rows.append(h('div', { class: 'pair' },
+    h('input', { type: 'text', class: 'pair-key', placeholder: f.keyPlaceholder || 'NAME', 'aria-label': `${f.label || f.name} name` }),
+    h('input', { type: 'password', class: 'pair-value', autocomplete: 'new-password', placeholder: 'value', 'aria-label': `${f.label || f.name} value` })));
+  addRow();
+  const add = h('button', { type: 'button', class: 'small', onclick: addRow }, 'Add');
+  return h('span', { class: 'secrets' }, rows, add);
+}
+
+// readSecretPairs gives the pairs as an object (undefined when none is named); a value
+// without a name, or a name given twice, is an error naming the field.
+function readSecretPairs(el, label) {
+  const out = {};
+  for (const row of el.querySelectorAll('.pair')) {
+    const k = row.querySelector('.pair-key').value.trim();
+    const v = row.querySelector('.pair-value').value;
+    if (!k && !v) continue;
+    const bad = !k ? 'a value has no name' : Object.hasOwn(out, k) ? `${k} is given twice` : '';
+    if (bad) throw Object.assign(new Error(`${label}: ${bad}`), { code: 'invalid_request' });
+    out[k] = v;
+  }
+  return Object.keys(out).length ? out : undefined;
 }
 
 // parseJSON parses a text field; blank is undefined; a syntax error names the field.
