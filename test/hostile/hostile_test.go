@@ -63,6 +63,9 @@ var exceptions = []exception{
 	{"inference", "POST", "/v1/audio/speech", 502, "upstream_unreachable", "dead-model upstream", targetsDeadModel},
 	{"inference", "POST", "/v1/images/generations", 502, "upstream_unreachable", "dead-model upstream", targetsDeadModel},
 	{"inference", "POST", "/v1/audio/transcriptions", 502, "upstream_unreachable", "dead-model upstream", targetsDeadModel},
+	// The model hub is down: a repo's detail (its files) can only come from the hub.
+	{"inference", "GET", "/admin/catalog/models/{repo}", 502, "hub_unavailable", "model hub unreachable", always},
+	{"inference", "GET", "/admin/catalog/models/{owner}/{name}", 502, "hub_unavailable", "model hub unreachable", always},
 }
 
 func TestHostileInputNeverAnswers5xx(t *testing.T) {
@@ -124,6 +127,8 @@ func start(t *testing.T, dbURL string) *harness {
 		"SERVICE_INFERENCE_URL=http://" + inferenceAddr,
 		"SERVICE_DATABASE_URL=" + dbURL,
 		"SERVICE_INVOKE_TOKEN=" + invokeToken,
+		// The model hub is unreachable (a closed port): the catalog answers from its curated list.
+		"SERVICE_CATALOG_HUB_URL=http://127.0.0.1:1",
 		"SERVICE_SECRET_KEY=" + strings.Repeat("ab", 32),
 		"SERVICE_DURABLE=1",
 		"SERVICE_BODY_LIMIT=1MiB",
