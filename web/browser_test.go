@@ -86,4 +86,36 @@ func TestBrowserRendersAgentsAndRunTrace(t *testing.T) {
 	if os.Getenv("UI_DUMP") != "" {
 		t.Log(detail)
 	}
+
+	// Bench: two results compared per metric (b − a, percentage against a).
+	var ids [2]string
+	for i, body := range []string{
+		`{"logical_id":"m","metrics":{"accuracy":0.5,"only_a":1}}`,
+		`{"logical_id":"m","metrics":{"accuracy":0.6}}`,
+	} {
+		r := testkit.Do(t, base, "POST", "/bench/runs", body)
+		var res struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(r.Body, &res); err != nil || r.Status != 201 {
+			t.Fatalf("bench result: %d %s", r.Status, r.Body)
+		}
+		ids[i] = res.ID
+	}
+	compare := dumpDOM(t, browser, base+"/ui/#/bench/compare?a="+ids[0]+"&b="+ids[1])
+	for _, want := range []string{"Per-metric deltas", ">accuracy<", ">+0.1<", ">+20.00%<", ">only_a<"} {
+		if !strings.Contains(compare, want) {
+			t.Fatalf("compare page lacks %q:\n%s", want, compare)
+		}
+	}
+
+	// Tool servers: a header value is write-only, only its name is listed.
+	if r := testkit.Do(t, base, "PUT", "/admin/mcp/servers/remote",
+		`{"transport":"http","url":"http://127.0.0.1:1/mcp","headers":{"Authorization":"Bearer hunter2-token"}}`); r.Status != 201 {
+		t.Fatalf("mcp register: %d %s", r.Status, r.Body)
+	}
+	mcp := dumpDOM(t, browser, base+"/ui/#/mcp")
+	if !strings.Contains(mcp, "Authorization: ***") || !strings.Contains(mcp, ">remote<") || strings.Contains(mcp, "hunter2") {
+		t.Fatalf("mcp page:\n%s", mcp)
+	}
 }

@@ -90,7 +90,8 @@ func TestIndexAndEveryReferencedFile(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"app.js", "style.css", "lib/api.js", "lib/dom.js", "pages/runs.js", "pages/models.js"} {
+	for _, want := range []string{"app.js", "style.css", "lib/api.js", "lib/dom.js", "pages/runs.js", "pages/models.js",
+		"pages/catalog.js", "pages/mcp.js", "pages/bench.js", "pages/artifacts.js"} {
 		if !seen[want] {
 			t.Fatalf("%s not reached from index.html (reached %v)", want, seen)
 		}
