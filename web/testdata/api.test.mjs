@@ -2,7 +2,7 @@
 // installed): the SSE reader against awkwardly chunked streams, and error envelopes.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { stream, api, parseFrame, ApiError } from '../static/lib/api.js';
+import { stream, api, upload, parseFrame, ApiError } from '../static/lib/api.js';
 
 // fakeFetch answers every request with the given chunks as a streamed body.
 function fakeFetch(chunks, { status = 200, headers = {} } = {}) {
@@ -75,4 +75,18 @@ test('parseFrame joins data lines and ignores comments', () => {
   assert.deepEqual(parseFrame('event: x\ndata: a\ndata: b'), { event: 'x', data: 'a\nb' });
   assert.equal(parseFrame(': keepalive'), null);
   assert.deepEqual(parseFrame('data:{"a":1}'), { event: 'message', data: '{"a":1}' });
+});
+
+test('upload sends the raw blob with its own type, octet-stream when it has none', async () => {
+  const calls = fakeFetch(['{"ref":"art_00000000000000000000000000000000","contentType":"image/svg+xml","bytes":5}'], { status: 201 });
+  const a = await upload('/artifacts', new Blob(['<svg>'], { type: 'image/svg+xml' }));
+  assert.equal(a.bytes, 5);
+  assert.equal(calls[0].init.method, 'POST');
+  assert.equal(calls[0].init.headers['Content-Type'], 'image/svg+xml');
+  assert.equal(await calls[0].init.body.text(), '<svg>');
+  const calls2 = fakeFetch(['{"ref":"art_00000000000000000000000000000000","contentType":"application/octet-stream","bytes":1}'], { status: 201 });
+  await upload('/artifacts', new Blob(['x']));
+  assert.equal(calls2[0].init.headers['Content-Type'], 'application/octet-stream');
+  fakeFetch(['{"error":{"code":"payload_too_large","message":"over the limit"}}'], { status: 413 });
+  await assert.rejects(upload('/artifacts', new Blob(['x'])), { code: 'payload_too_large', status: 413 });
 });
