@@ -137,7 +137,7 @@ export function action(label, fn, cls = '') {
 export function table(columns, rows, empty = 'Nothing yet.', rowClass) {
   if (!rows.length) return h('p', { class: 'muted empty' }, empty);
   return h('table', {},
-    h('thead', {}, h('tr', {}, columns.map((c) => h('th', {}, c.title)))),
+    h('thead', {}, h('tr', {}, columns.map((c) => h('th', { class: c.cls }, c.title)))),
     h('tbody', {}, rows.map((r) => tableRow(columns, r, rowClass))));
 }
 

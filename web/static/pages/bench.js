@@ -91,6 +91,7 @@ export async function compare(view, { query: q }) {
         { title: 'Metric', cell: (m) => code(m.name) },
         { title: 'A', cls: 'num', cell: (m) => num(m.a) },
         { title: 'B', cls: 'num', cell: (m) => num(m.b) },
+        // No green/red: whether higher is better depends on the metric (accuracy vs latency).
         { title: 'Delta', cls: 'num', cell: (m) => h('span', { class: tone(m.delta) }, m.delta > 0 ? `+${num(m.delta)}` : num(m.delta)) },
         { title: 'Delta %', cls: 'num', cell: (m) => (m.delta_pct === null || m.delta_pct === undefined ? '—' : `${m.delta_pct > 0 ? '+' : ''}${m.delta_pct.toFixed(2)}%`) },
       ], c.metrics || [], 'Neither result has metrics.')),
