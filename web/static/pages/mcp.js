@@ -1,7 +1,7 @@
 // Tool servers (MCP) of the control plane: list, register (stdio or streamable HTTP), the
 // tools of one, warm/close its session, delete. Environment and header values are secrets:
 // typed into password inputs, sent once, never shown back (the API lists only their names).
-import { h, replace, code, badge, table, form, section, json, fmtTime, compact, navigate, pageHead, action, errorBox } from '../lib/dom.js';
+import { h, replace, code, badge, table, form, section, json, compact, navigate, pageHead, action, errorBox } from '../lib/dom.js';
 import { api, enc } from '../lib/api.js';
 
 const reload = (note) => navigate('#/mcp', note);
@@ -14,15 +14,13 @@ export async function list(view) {
     h('p', { class: 'muted' }, 'Model Context Protocol servers called by tool nodes of type mcp ({"type":"mcp","server","name"}). Sessions connect lazily on the first call.'),
     section('Registered servers', table([
       { title: 'Name', cell: (s) => h('strong', {}, s.name) },
-      { title: 'Transport', cell: (s) => s.transport },
-      { title: 'Target', cell: (s) => (s.transport === 'stdio'
+      { title: 'Transport', cell: (s) => [s.transport, h('div', { class: 'muted' }, s.timeoutMs ? `timeout ${s.timeoutMs} ms` : 'default timeout')] },
+      { title: 'Target', cls: 'wide', cell: (s) => (s.transport === 'stdio'
         ? code([s.command, ...(s.args || [])].join(' '))
         : code(s.url)) },
-      { title: 'Secrets', cell: (s) => secretNames(s) },
+      { title: 'Secret names', cell: (s) => secretNames(s) },
       { title: 'Connection', cell: (s) => (s.connection ? code(s.connection) : '—') },
       { title: 'State', cell: (s) => [badge(s.state), s.lastError ? h('div', { class: 'muted' }, s.lastError) : ''] },
-      { title: 'Timeout', cell: (s) => (s.timeoutMs ? `${s.timeoutMs} ms` : 'default') },
-      { title: 'Updated', cell: (s) => fmtTime(s.updatedAt) },
       { title: '', cls: 'actions', cell: (s) => [
         action('Tools', () => showTools(tools, s.name), 'small'),
         action('Warm', async () => {
@@ -44,11 +42,12 @@ export async function list(view) {
     section('Register a tool server', registerForm()));
 }
 
+// secretNames lists the names of the write-only values; the values never come back.
 function secretNames(s) {
-  const env = (s.envKeys || []).map((k) => code(`env ${k}=***`));
-  const hdr = (s.headerKeys || []).map((k) => code(`${k}: ***`));
+  const env = (s.envKeys || []).map((k) => `${k}=***`);
+  const hdr = (s.headerKeys || []).map((k) => `${k}: ***`);
   const all = [...env, ...hdr];
-  return all.length ? all.flatMap((c) => [c, ' ']) : '—';
+  return all.length ? all.map((t) => h('div', { class: 'nowrap' }, code(t))) : '—';
 }
 
 async function showTools(target, name) {
