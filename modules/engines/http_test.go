@@ -177,7 +177,11 @@ func TestEspeakSpeechThroughTheDataPlane(t *testing.T) {
 
 // TestSpeechFailureIsSpeechFailed runs a stand-in espeak-ng that exits 0 with no audio.
 func TestSpeechFailureIsSpeechFailed(t *testing.T) {
-	svc := engines.New(engines.Options{LookPath: func(name string) (string, error) { return exec.LookPath("true") }})
+	stand, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip("no `true` program on PATH to stand in for espeak-ng")
+	}
+	svc := engines.New(engines.Options{LookPath: func(name string) (string, error) { return stand, nil }})
 	t.Cleanup(func() { _ = svc.Close() })
 	tts := &models.Model{ID: "tts", Binding: models.BindingEspeakNg, Voice: "en", Revision: 1, Modalities: []models.Modality{models.ModalitySpeech}}
 	srv := newPlane(t, svc, registry{"tts": tts})
