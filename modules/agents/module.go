@@ -38,7 +38,7 @@ func (m *Module) OpenAPI() []byte { return openapiDoc }
 func (m *Module) Register(g *echo.Group) {
 	g.GET("/schemas/ir.json", m.schema)
 	g.POST("/agents", m.create)
-	g.GET("/agents", m.list)
+	g.GET("/agents", httpx.PageHandler(m.svc.List))
 	g.GET("/agents/:id", m.get)
 	g.POST("/agents/:id/versions", m.publish)
 	g.GET("/agents/:id/versions/:version", m.getVersion)
@@ -69,18 +69,6 @@ func (m *Module) create(c echo.Context) error {
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/agents/"+a.ID)
 	return c.JSON(http.StatusCreated, createdAgent{Agent: a, Version: v.Version, ContentHash: v.ContentHash})
-}
-
-func (m *Module) list(c echo.Context) error {
-	p, err := httpx.ParsePage(c)
-	if err != nil {
-		return err
-	}
-	out, err := m.svc.List(c.Request().Context(), p.Limit, p.Before)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, out)
 }
 
 func (m *Module) get(c echo.Context) error {

@@ -39,11 +39,11 @@ func (m *Module) Register(g *echo.Group) {
 	g.GET("/bench/runs/:id", m.getResult)
 	g.GET("/bench/compare", m.compare)
 	g.POST("/bench/presets", m.createPreset)
-	g.GET("/bench/presets", m.listPresets)
+	g.GET("/bench/presets", httpx.PageHandler(m.svc.ListPresets))
 	g.GET("/bench/presets/:name", m.getPreset)
 	g.DELETE("/bench/presets/:name", m.deletePreset)
 	g.POST("/bench/suites", m.createSuite)
-	g.GET("/bench/suites", m.listSuites)
+	g.GET("/bench/suites", httpx.PageHandler(m.svc.ListSuites))
 	g.GET("/bench/suites/:id", m.getSuite)
 }
 
@@ -107,18 +107,6 @@ func (m *Module) createPreset(c echo.Context) error {
 	return c.JSON(http.StatusCreated, out)
 }
 
-func (m *Module) listPresets(c echo.Context) error {
-	p, err := httpx.ParsePage(c)
-	if err != nil {
-		return err
-	}
-	out, err := m.svc.ListPresets(c.Request().Context(), p.Limit, p.Before)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, out)
-}
-
 func (m *Module) getPreset(c echo.Context) error {
 	out, err := m.svc.GetPreset(c.Request().Context(), pathParam(c, "name"))
 	if err != nil {
@@ -145,18 +133,6 @@ func (m *Module) createSuite(c echo.Context) error {
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/bench/suites/"+out.ID)
 	return c.JSON(http.StatusCreated, out)
-}
-
-func (m *Module) listSuites(c echo.Context) error {
-	p, err := httpx.ParsePage(c)
-	if err != nil {
-		return err
-	}
-	out, err := m.svc.ListSuites(c.Request().Context(), p.Limit, p.Before)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, out)
 }
 
 func (m *Module) getSuite(c echo.Context) error {

@@ -34,7 +34,7 @@ func (m *Module) OpenAPI() []byte { return openapiDoc }
 // Register mounts the routes.
 func (m *Module) Register(g *echo.Group) {
 	g.POST("/connections", m.create)
-	g.GET("/connections", m.list)
+	g.GET("/connections", httpx.PageHandler(m.svc.List))
 	g.GET("/connections/:id", m.get)
 	g.PATCH("/connections/:id", m.update)
 	g.DELETE("/connections/:id", m.delete)
@@ -51,18 +51,6 @@ func (m *Module) create(c echo.Context) error {
 	}
 	c.Response().Header().Set(echo.HeaderLocation, "/connections/"+out.ID)
 	return c.JSON(http.StatusCreated, out)
-}
-
-func (m *Module) list(c echo.Context) error {
-	p, err := httpx.ParsePage(c)
-	if err != nil {
-		return err
-	}
-	out, err := m.svc.List(c.Request().Context(), p.Limit, p.Before)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, out)
 }
 
 func (m *Module) get(c echo.Context) error {

@@ -33,23 +33,11 @@ func (m *Module) OpenAPI() []byte { return openapiDoc }
 
 // Register mounts the routes.
 func (m *Module) Register(g *echo.Group) {
-	g.GET("/sessions", m.list)
+	g.GET("/sessions", httpx.PageHandler(m.svc.List))
 	g.POST("/sessions", m.ensure)
 	g.GET("/sessions/:id", m.get)
 	g.DELETE("/sessions/:id", m.delete)
 	g.POST("/sessions/:id/turns", m.appendTurn)
-}
-
-func (m *Module) list(c echo.Context) error {
-	p, err := httpx.ParsePage(c)
-	if err != nil {
-		return err
-	}
-	page, err := m.svc.List(c.Request().Context(), p.Limit, p.Before)
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, page)
 }
 
 func (m *Module) ensure(c echo.Context) error {

@@ -2,6 +2,7 @@ package httpx
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -151,4 +152,20 @@ func hasNULEscape(raw []byte) bool {
 		}
 	}
 	return false
+}
+
+// PageHandler answers a list endpoint: it reads `limit` and `before` (ParsePage) and writes
+// the page fn returns as JSON.
+func PageHandler[P any](fn func(ctx context.Context, limit int, before string) (P, error)) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		p, err := ParsePage(c)
+		if err != nil {
+			return err
+		}
+		out, err := fn(c.Request().Context(), p.Limit, p.Before)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, out)
+	}
 }
