@@ -121,17 +121,7 @@ func agentsList() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			q := url.Values{}
-			if limit > 0 {
-				q.Set("limit", fmt.Sprint(limit))
-			}
-			if before != "" {
-				q.Set("before", before)
-			}
-			path := "/agents"
-			if len(q) > 0 {
-				path += "?" + q.Encode()
-			}
+			path := listPath("/agents", nil, limit, before)
 			var out struct {
 				Agents []struct {
 					ID     string `json:"id"`

@@ -34,3 +34,27 @@ func controlClient(c *cobra.Command) (*client.Admin, error) {
 	}
 	return client.NewAdmin(v, nil), nil
 }
+
+// listPath is path with the query of a list call: q's non-empty values plus limit and before.
+func listPath(path string, q url.Values, limit int, before string) string {
+	if q == nil {
+		q = url.Values{}
+	}
+	if limit > 0 {
+		q.Set("limit", fmt.Sprint(limit))
+	}
+	if before != "" {
+		q.Set("before", before)
+	}
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return path
+}
+
+// printNext tells how to fetch the next page of a list, on stderr.
+func printNext(c *cobra.Command, next string) {
+	if next != "" {
+		fmt.Fprintf(c.ErrOrStderr(), "more: --before %s\n", next)
+	}
+}

@@ -286,18 +286,12 @@ func runsList() *cobra.Command {
 				return err
 			}
 			q := url.Values{}
-			for k, v := range map[string]string{"before": before, "agent_id": agent, "status": status, "session_id": session, "trigger_id": trigger} {
+			for k, v := range map[string]string{"agent_id": agent, "status": status, "session_id": session, "trigger_id": trigger} {
 				if v != "" {
 					q.Set(k, v)
 				}
 			}
-			if limit > 0 {
-				q.Set("limit", fmt.Sprint(limit))
-			}
-			path := "/runs"
-			if len(q) > 0 {
-				path += "?" + q.Encode()
-			}
+			path := listPath("/runs", q, limit, before)
 			var raw json.RawMessage
 			if err := cl.Do(c.Context(), http.MethodGet, path, nil, &raw); err != nil {
 				return cliError(err)
@@ -345,9 +339,7 @@ func runsList() *cobra.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			if page.Next != "" {
-				fmt.Fprintf(c.ErrOrStderr(), "more: --before %s\n", page.Next)
-			}
+			printNext(c, page.Next)
 			return nil
 		},
 	}

@@ -33,17 +33,7 @@ func sessionsList() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			q := url.Values{}
-			if limit > 0 {
-				q.Set("limit", fmt.Sprint(limit))
-			}
-			if before != "" {
-				q.Set("before", before)
-			}
-			path := "/sessions"
-			if len(q) > 0 {
-				path += "?" + q.Encode()
-			}
+			path := listPath("/sessions", nil, limit, before)
 			var raw json.RawMessage
 			if err := cl.Do(c.Context(), http.MethodGet, path, nil, &raw); err != nil {
 				return cliError(err)
@@ -70,9 +60,7 @@ func sessionsList() *cobra.Command {
 			if err := tw.Flush(); err != nil {
 				return err
 			}
-			if page.Next != "" {
-				fmt.Fprintf(c.ErrOrStderr(), "more: --before %s\n", page.Next)
-			}
+			printNext(c, page.Next)
 			return nil
 		},
 	}
