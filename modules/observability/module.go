@@ -7,7 +7,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -36,9 +35,7 @@ type Module struct {
 	opts ModuleOptions
 	svc  *Service
 
-	mu        sync.Mutex
-	stopPurge context.CancelFunc
-	purgeDone chan struct{}
+	purge background
 }
 
 // NewModule builds the module; it panics on a nil service (a composition-root bug).
@@ -70,29 +67,16 @@ func (m *Module) Start(ctx context.Context) error {
 	if err := m.svc.rec.Start(ctx); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m.stopPurge, m.purgeDone = cancel, make(chan struct{})
-	go m.purgeLoop(pctx, m.purgeDone)
-	return nil
+	return m.purge.start(ctx, m.purgeLoop)
 }
 
 // Stop ends the purge, then stops the writer after a final flush.
 func (m *Module) Stop(ctx context.Context) error {
-	m.mu.Lock()
-	cancel, done := m.stopPurge, m.purgeDone
-	m.stopPurge, m.purgeDone = nil, nil
-	m.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
+	m.purge.stop()
 	return m.svc.rec.Stop(ctx)
 }
 
-func (m *Module) purgeLoop(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
+func (m *Module) purgeLoop(ctx context.Context) {
 	t := time.NewTicker(m.opts.PurgeInterval)
 	defer t.Stop()
 	for {

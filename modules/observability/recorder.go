@@ -2,7 +2,6 @@ package observability
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -81,9 +80,7 @@ type Recorder struct {
 	flushMu sync.Mutex
 	kick    chan struct{}
 
-	loopMu   sync.Mutex
-	stopLoop context.CancelFunc
-	loopDone chan struct{}
+	writer background
 }
 
 // NewRecorder builds a recorder; it panics on a nil database (a composition-root bug).
@@ -390,32 +387,16 @@ func callAttributes(a runtime.Attribution) Attributes {
 
 // Start runs the background writer until Stop.
 func (r *Recorder) Start(ctx context.Context) error {
-	r.loopMu.Lock()
-	defer r.loopMu.Unlock()
-	if r.stopLoop != nil {
-		return errors.New("observability: recorder already started")
-	}
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.stopLoop, r.loopDone = cancel, make(chan struct{})
-	go r.loop(ctx, r.loopDone)
-	return nil
+	return r.writer.start(ctx, r.loop)
 }
 
 // Stop ends the writer and flushes what is left, within ctx.
 func (r *Recorder) Stop(ctx context.Context) error {
-	r.loopMu.Lock()
-	cancel, done := r.stopLoop, r.loopDone
-	r.stopLoop, r.loopDone = nil, nil
-	r.loopMu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
+	r.writer.stop()
 	return r.Flush(ctx)
 }
 
-func (r *Recorder) loop(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
+func (r *Recorder) loop(ctx context.Context) {
 	t := time.NewTicker(r.opts.FlushInterval)
 	defer t.Stop()
 	for {
